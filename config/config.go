@@ -1,0 +1,130 @@
+package config
+
+// Config is one loaded configuration file.
+type Config struct {
+	Gateway Gateway  `yaml:"gateway" json:"gateway,omitempty" jsonschema:"description=Settings of the gateway process itself."`
+	Servers []Server `yaml:"servers" json:"servers" jsonschema:"minItems=1,description=The upstream MCP servers the gateway fronts."`
+
+	// Path is the file the configuration was read from ("" when built in code).
+	Path string `yaml:"-" json:"-"`
+}
+
+// Gateway holds the settings of the gateway process.
+type Gateway struct {
+	// Name is the server name the gateway announces to MCP clients.
+	Name string `yaml:"name" json:"name,omitempty" jsonschema:"description=Name announced to MCP clients (default mcp-gateway)."`
+	// Listen is the address of the streamable HTTP endpoint (/mcp, /healthz, /readyz).
+	// "" disables HTTP.
+	Listen string `yaml:"listen" json:"listen,omitempty" jsonschema:"description=host:port for streamable HTTP at /mcp plus /healthz and /readyz; empty disables HTTP (default 127.0.0.1:8080)."`
+	// StateDir holds state.db, the gateway's durable state.
+	StateDir string `yaml:"state_dir" json:"state_dir,omitempty" jsonschema:"description=Directory of the state file state.db (default .mcp-gateway)."`
+	// ToolNames is "prefixed" (server__tool) or "bare" (upstream names; a collision fails loading).
+	ToolNames string `yaml:"tool_names" json:"tool_names,omitempty" jsonschema:"enum=prefixed,enum=bare,description=prefixed: <server>__<tool>; bare: upstream names\\, a collision fails loading."`
+	// LockoutScope is "global" (a lockout blocks every physical server) or "server".
+	LockoutScope string `yaml:"lockout_scope" json:"lockout_scope,omitempty" jsonschema:"enum=global,enum=server,description=global: a lockout blocks every physical server; server: only the server that timed out."`
+	// LogFormat is "text" or "json"; logs always go to stderr.
+	LogFormat string `yaml:"log_format" json:"log_format,omitempty" jsonschema:"enum=text,enum=json,description=Log format on stderr (default text)."`
+	// LogLevel is "debug", "info", "warn" or "error".
+	LogLevel string `yaml:"log_level" json:"log_level,omitempty" jsonschema:"enum=debug,enum=info,enum=warn,enum=error,description=Minimum log level (default info)."`
+}
+
+// Server is one upstream MCP server: a child process over stdio (Command) or a streamable HTTP
+// endpoint (URL). Its launch settings are trusted configuration and come only from this file.
+type Server struct {
+	Name string `yaml:"name" json:"name" jsonschema:"required,pattern=^[A-Za-z0-9](_?[A-Za-z0-9-])*_?$,description=Unique server name (letters\\, digits\\, - and _\\, no __); the prefix of its tools' public names."`
+
+	Command string            `yaml:"command" json:"command,omitempty" jsonschema:"description=Executable of a stdio server (exclusive with url)."`
+	Args    []string          `yaml:"args" json:"args,omitempty" jsonschema:"description=Arguments of command."`
+	Cwd     string            `yaml:"cwd" json:"cwd,omitempty" jsonschema:"description=Working directory of command."`
+	Env     map[string]string `yaml:"env" json:"env,omitempty" jsonschema:"description=Environment merged over the gateway's for command."`
+
+	URL        string            `yaml:"url" json:"url,omitempty" jsonschema:"description=Streamable HTTP endpoint of a remote server (exclusive with command)."`
+	HeadersEnv map[string]string `yaml:"headers_env" json:"headers_env,omitempty" jsonschema:"description=HTTP header name to the environment variable holding its value."`
+
+	CallTimeoutSec           float64 `yaml:"call_timeout_sec" json:"call_timeout_sec,omitempty" jsonschema:"exclusiveMinimum=0,description=Deadline of one call in seconds (default 300)."`
+	TimeoutArgumentMarginSec float64 `yaml:"timeout_argument_margin_sec" json:"timeout_argument_margin_sec,omitempty" jsonschema:"minimum=0,description=Added to a call's timeout_sec argument to form its deadline (default 60)."`
+	StartupTimeoutSec        float64 `yaml:"startup_timeout_sec" json:"startup_timeout_sec,omitempty" jsonschema:"exclusiveMinimum=0,description=Time to initialize and list tools (default 15)."`
+	// RestartBackoffMaxSec caps the exponential backoff between restarts of a crashed server.
+	RestartBackoffMaxSec float64 `yaml:"restart_backoff_max_sec" json:"restart_backoff_max_sec,omitempty" jsonschema:"exclusiveMinimum=0,description=Cap of the exponential backoff between restarts in seconds (default 30)."`
+
+	// Physical marks a server whose calls move hardware: one call in flight, timeouts lock out.
+	Physical bool `yaml:"physical" json:"physical,omitempty" jsonschema:"description=Its calls move hardware: one call in flight\\, a timeout locks out."`
+	// QueueSize bounds the calls waiting for their turn on a physical server.
+	QueueSize int `yaml:"queue_size" json:"queue_size,omitempty" jsonschema:"minimum=1,description=Calls that may wait for their turn on a physical server (default 16)."`
+	// Contract is "envelope" (results checked against the envelope contract) or "passthrough".
+	Contract string `yaml:"contract" json:"contract,omitempty" jsonschema:"enum=envelope,enum=passthrough,description=envelope: results must be success/failure envelopes; passthrough: forwarded as they are."`
+
+	Tools Tools `yaml:"tools" json:"tools,omitempty" jsonschema:"description=Which tools are listed and how."`
+
+	// Line is the line of this server's entry in the file, for messages.
+	Line int `yaml:"-" json:"-"`
+}
+
+// Tools filters and adjusts a server's tools.
+type Tools struct {
+	Include   []string                `yaml:"include" json:"include,omitempty" jsonschema:"description=Globs of upstream tool names to list (default all)."`
+	Exclude   []string                `yaml:"exclude" json:"exclude,omitempty" jsonschema:"description=Globs of upstream tool names to leave out."`
+	Hidden    []string                `yaml:"hidden" json:"hidden,omitempty" jsonschema:"description=Upstream tool names never listed and never callable by a model."`
+	Overrides map[string]ToolOverride `yaml:"overrides" json:"overrides,omitempty" jsonschema:"description=Per upstream tool settings."`
+}
+
+// ToolOverride adjusts one upstream tool.
+type ToolOverride struct {
+	// Evaluated tools must return a non-empty run_id.
+	Evaluated bool `yaml:"evaluated" json:"evaluated,omitempty" jsonschema:"description=The tool must return a non-empty run_id."`
+	// Description replaces the upstream description.
+	Description string `yaml:"description" json:"description,omitempty" jsonschema:"description=Replaces the upstream description."`
+}
+
+// Defaults of the settings above.
+const (
+	DefaultName                 = "mcp-gateway"
+	DefaultListen               = "127.0.0.1:8080"
+	DefaultStateDir             = ".mcp-gateway"
+	DefaultCallTimeoutSec       = 300
+	DefaultTimeoutMarginSec     = 60
+	DefaultStartupTimeoutSec    = 15
+	DefaultRestartBackoffMaxSec = 30
+	DefaultQueueSize            = 16
+
+	ToolNamesPrefixed   = "prefixed"
+	ToolNamesBare       = "bare"
+	LockoutGlobal       = "global"
+	LockoutServer       = "server"
+	ContractEnvelope    = "envelope"
+	ContractPassthrough = "passthrough"
+	PrefixSeparator     = "__"
+)
+
+// Values of Gateway.LogFormat and Gateway.LogLevel, and of Server.Transport.
+const (
+	LogFormatText = "text"
+	LogFormatJSON = "json"
+	LogLevelDebug = "debug"
+	LogLevelInfo  = "info"
+	LogLevelWarn  = "warn"
+	LogLevelError = "error"
+
+	TransportStdio = "stdio"
+	TransportHTTP  = "http"
+)
+
+// Transport is TransportStdio for a server launched from Command and TransportHTTP for one
+// reached at URL. A loaded configuration never has both or neither.
+func (s *Server) Transport() string {
+	if s.Command != "" {
+		return TransportStdio
+	}
+	return TransportHTTP
+}
+
+// Server returns the server with the given name, or nil when there is none. The pointer is into
+// c.Servers, so it stays valid as long as c does.
+func (c *Config) Server(name string) *Server {
+	for i := range c.Servers {
+		if c.Servers[i].Name == name {
+			return &c.Servers[i]
+		}
+	}
+	return nil
+}
