@@ -1,0 +1,74 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-gateway/mcp-gateway/config"
+)
+
+// inMemoryDial connects sessions to srv in process, to measure the package's own cost.
+func inMemoryDial(srv *mcp.Server) func(*session) (mcp.Transport, error) {
+	return func(s *session) (mcp.Transport, error) {
+		client, server := mcp.NewInMemoryTransports()
+		ss, err := srv.Connect(context.Background(), server, nil)
+		if err != nil {
+			return nil, err
+		}
+		s.release = func() { _ = ss.Close() }
+		return client, nil
+	}
+}
+
+// BenchmarkCall compares Upstream.Call with the SDK's own CallTool on the same in-memory
+// connection ("sdk"), and measures the stdio hop to a real child.
+func BenchmarkCall(b *testing.B) {
+	args := json.RawMessage(`{"object": "cup", "speed": 0.5}`)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	addTestTools(srv)
+
+	start := func(b *testing.B, cfg config.Server, dial func(*session) (mcp.Transport, error)) *Upstream {
+		m := NewManager([]config.Server{cfg}, Options{})
+		b.Cleanup(func() { _ = m.Close() })
+		if dial != nil {
+			m.All()[0].dial = dial
+		}
+		if err := m.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		return m.All()[0]
+	}
+	run := func(b *testing.B, call func() error) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := call(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	ctx := context.Background()
+
+	b.Run("sdk", func(b *testing.B) {
+		u := start(b, config.Server{Name: "mem", Command: "in-memory"}, inMemoryDial(srv))
+		cs := u.ready.Load().cs
+		run(b, func() error {
+			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: args})
+			return err
+		})
+	})
+	b.Run("inmemory", func(b *testing.B) {
+		u := start(b, config.Server{Name: "mem", Command: "in-memory"}, inMemoryDial(srv))
+		run(b, func() error { _, err := u.Call(ctx, "echo", args, nil); return err })
+	})
+	b.Run("inmemory-physical", func(b *testing.B) {
+		u := start(b, config.Server{Name: "mem", Command: "in-memory", Physical: true}, inMemoryDial(srv))
+		run(b, func() error { _, err := u.Call(ctx, "echo", args, nil); return err })
+	})
+	b.Run("stdio", func(b *testing.B) {
+		u := start(b, stdioServer(b, "tools"), nil)
+		run(b, func() error { _, err := u.Call(ctx, "echo", args, nil); return err })
+	})
+}

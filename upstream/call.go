@@ -1,0 +1,272 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+var (
+	// ErrUnavailable: the server was not ready within the call's context (or is stopped), or a
+	// physical server's turn did not come within it. The call was not sent.
+	ErrUnavailable = errors.New("upstream unavailable")
+	// ErrQueueFull: a physical server already has a call in flight and queue_size calls
+	// waiting. The call was not sent.
+	ErrQueueFull = errors.New("upstream queue full")
+)
+
+// CallError is the error of a call that was dispatched to the server.
+type CallError struct {
+	Server, Tool string
+	// Crashed: the connection was lost while the call was in flight, so whether the tool ran,
+	// partly or fully, is unknown. The server is being restarted.
+	Crashed bool
+	Err     error
+}
+
+func (e *CallError) Error() string {
+	if e.Crashed {
+		return fmt.Sprintf("server %q: tool %q: connection lost while the call was in flight, outcome unknown: %v", e.Server, e.Tool, e.Err)
+	}
+	return fmt.Sprintf("server %q: tool %q: %v", e.Server, e.Tool, e.Err)
+}
+
+func (e *CallError) Unwrap() error { return e.Err }
+
+// Call calls the upstream tool name with args, a JSON object (nil or empty means no
+// arguments). It does not add a deadline: callers give ctx the one Deadline computes.
+//
+// If the server is not ready the call waits for it within ctx; a physical server takes one
+// call at a time and the others wait their turn in arrival order. If progress is not nil, the
+// server's progress notifications for this call are passed to it, until Call returns. Their
+// ProgressToken is the gateway's own token for the call; progress must not block.
+//
+// Errors: ErrUnavailable or ErrQueueFull (wrapped) when the call was not sent; otherwise a
+// *CallError. When ctx ends while the call is in flight, notifications/cancelled is sent to the
+// server and the error satisfies errors.Is(err, ctx.Err()). A CallError with Crashed set means
+// the outcome is unknown. A tool's own failure is a result with IsError set, not an error.
+func (u *Upstream) Call(ctx context.Context, name string, args json.RawMessage, progress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
+	if u.queue != nil {
+		if err := u.queue.acquire(ctx); err != nil {
+			return nil, u.queueError(err)
+		}
+		defer u.queue.release()
+	}
+	params := &mcp.CallToolParams{Name: name}
+	if len(args) > 0 {
+		params.Arguments = args // sent as the raw JSON it holds
+	}
+	if progress != nil {
+		token := u.progress.add(progress)
+		defer u.progress.remove(token)
+		params.SetProgressToken(token)
+	}
+	for {
+		s := u.ready.Load()
+		if s == nil {
+			var err error
+			if s, err = u.awaitReady(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			// It ended while the call waited (for its turn, say): nothing was sent.
+			return nil, fmt.Errorf("%w: server %q: %v before the call could be sent", ErrUnavailable, u.cfg.Name, err)
+		}
+		res, err := s.cs.CallTool(ctx, params)
+		if err == nil {
+			return res, nil
+		}
+		if notSent(err) {
+			// The server never saw the request, so it waits for the restart like any call that
+			// arrives then.
+			u.connectionFailed(s, err)
+			if ctx.Err() == nil {
+				continue
+			}
+			return nil, fmt.Errorf("%w: server %q: the connection failed before the call could be sent: %v", ErrUnavailable, u.cfg.Name, err)
+		}
+		return nil, u.callError(ctx, s, name, args, err)
+	}
+}
+
+// callError classifies the error of a call that was sent.
+func (u *Upstream) callError(ctx context.Context, s *session, tool string, args json.RawMessage, err error) error {
+	ce := &CallError{Server: u.cfg.Name, Tool: tool, Err: err}
+	if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+		return ce // the SDK has sent notifications/cancelled
+	}
+	if !transportFailed(err) {
+		return ce // the server answered, with a protocol error
+	}
+	// Checked only now, off the hot path: the SDK fails to encode invalid JSON before sending.
+	if len(args) > 0 && !json.Valid(args) {
+		ce.Err = fmt.Errorf("arguments are not valid JSON: %w", err)
+		return ce
+	}
+	ce.Crashed = true
+	u.connectionFailed(s, err)
+	return ce
+}
+
+// notSent reports whether err says the request never left: the SDK refused to write it on a
+// connection that was already closing, or no HTTP connection to the server could be opened.
+func notSent(err error) bool {
+	if errors.Is(err, mcp.ErrConnectionClosed) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// transportFailed reports whether err says the request, or its answer, was not carried: a
+// broken pipe, a closed connection, a failed HTTP exchange, no answer in time. A JSON-RPC error
+// that the server, or the HTTP front of it, sent back is an answer.
+func transportFailed(err error) bool {
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		return true // the SDK also marks these as JSON-RPC errors ("rejected by transport")
+	}
+	var rpcErr *jsonrpc.Error
+	return !errors.As(err, &rpcErr)
+}
+
+// connectionFailed takes a session whose connection failed out of service; the supervisor
+// tears it down and starts the server again.
+func (u *Upstream) connectionFailed(s *session, err error) {
+	u.ready.CompareAndSwap(s, nil)
+	s.cancel(fmt.Errorf("connection failed: %w", err))
+}
+
+func (u *Upstream) queueError(err error) error {
+	if errors.Is(err, ErrQueueFull) {
+		return fmt.Errorf("%w: server %q is physical and already has a call in flight and %d waiting", ErrQueueFull, u.cfg.Name, u.queue.limit)
+	}
+	return fmt.Errorf("%w: server %q is physical and its call in flight did not finish in time for this one (%v); it was not sent", ErrUnavailable, u.cfg.Name, err)
+}
+
+// fifo gives a physical server's calls one turn at a time, in arrival order, to at most limit
+// waiting calls.
+type fifo struct {
+	limit   int
+	mu      sync.Mutex
+	busy    bool
+	waiting []chan struct{} // closed to hand the turn over
+}
+
+// acquire waits for the caller's turn. It fails at once with ErrQueueFull when limit calls are
+// already waiting, and with ctx's error when ctx ends first.
+func (q *fifo) acquire(ctx context.Context) error {
+	q.mu.Lock()
+	if !q.busy {
+		q.busy = true
+		q.mu.Unlock()
+		return nil
+	}
+	if len(q.waiting) >= q.limit {
+		q.mu.Unlock()
+		return ErrQueueFull
+	}
+	turn := make(chan struct{})
+	q.waiting = append(q.waiting, turn)
+	q.mu.Unlock()
+
+	select {
+	case <-turn:
+		return nil
+	case <-ctx.Done():
+	}
+	q.mu.Lock()
+	if i := slices.Index(q.waiting, turn); i >= 0 {
+		q.waiting = slices.Delete(q.waiting, i, i+1)
+		q.mu.Unlock()
+		return ctx.Err()
+	}
+	q.mu.Unlock()
+	q.release() // the turn arrived as ctx ended: pass it on
+	return ctx.Err()
+}
+
+// release hands the turn to the longest waiting call, if any.
+func (q *fifo) release() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.waiting) == 0 {
+		q.busy = false
+		return
+	}
+	close(q.waiting[0])
+	q.waiting = slices.Delete(q.waiting, 0, 1)
+}
+
+// queued is the number of calls waiting for their turn.
+func (q *fifo) queued() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.waiting)
+}
+
+// progressRoutes maps the progress tokens the gateway puts on its calls to the callers' progress
+// functions. Tokens are unique per server ("gw-<server>-<n>"), so they cannot collide with a
+// downstream client's own.
+type progressRoutes struct {
+	prefix string
+	next   atomic.Uint64
+	mu     sync.Mutex
+	routes map[string]*progressRoute
+}
+
+type progressRoute struct {
+	mu sync.Mutex // held while delivering, so that none is delivered after remove
+	fn func(*mcp.ProgressNotificationParams)
+}
+
+func (r *progressRoutes) add(fn func(*mcp.ProgressNotificationParams)) string {
+	token := r.prefix + strconv.FormatUint(r.next.Add(1), 10)
+	r.mu.Lock()
+	if r.routes == nil {
+		r.routes = make(map[string]*progressRoute)
+	}
+	r.routes[token] = &progressRoute{fn: fn}
+	r.mu.Unlock()
+	return token
+}
+
+// remove stops the route; when it returns, its function is not running and will not run again.
+func (r *progressRoutes) remove(token string) {
+	r.mu.Lock()
+	route := r.routes[token]
+	delete(r.routes, token)
+	r.mu.Unlock()
+	route.mu.Lock()
+	route.fn = nil
+	route.mu.Unlock()
+}
+
+func (r *progressRoutes) deliver(p *mcp.ProgressNotificationParams) {
+	token, ok := p.ProgressToken.(string)
+	if !ok {
+		return // not one of ours
+	}
+	r.mu.Lock()
+	route := r.routes[token]
+	r.mu.Unlock()
+	if route == nil {
+		return // its call has returned
+	}
+	route.mu.Lock()
+	defer route.mu.Unlock()
+	if route.fn != nil {
+		route.fn(p)
+	}
+}

@@ -1,0 +1,151 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-gateway/mcp-gateway/config"
+)
+
+// slowRun is what the slow tool reports about one run.
+type slowRun struct {
+	Tag        string
+	Start, End int64
+}
+
+func callSlow(u *Upstream, ctx context.Context, tag string, ms int) (slowRun, error) {
+	res, err := u.Call(ctx, "slow", json.RawMessage(fmt.Sprintf(`{"ms":%d,"tag":%q}`, ms, tag)), nil)
+	if err != nil {
+		return slowRun{}, err
+	}
+	var run slowRun
+	if len(res.Content) == 1 {
+		if text, ok := res.Content[0].(*mcp.TextContent); ok {
+			err = json.Unmarshal([]byte(text.Text), &run)
+		}
+	}
+	return run, err
+}
+
+func inFlight(u *Upstream) bool {
+	u.queue.mu.Lock()
+	defer u.queue.mu.Unlock()
+	return u.queue.busy
+}
+
+func TestPhysicalCallsRunOneAtATimeInArrivalOrder(t *testing.T) {
+	checkGoroutines(t)
+	cfg := stdioServer(t, "tools")
+	cfg.Physical = true
+	cfg.QueueSize = 4
+	m, err := startManager(t, []config.Server{cfg}, Options{})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	u := m.Get("robot")
+
+	tags := []string{"a", "b", "c"}
+	runs := make([]chan slowRun, len(tags))
+	for i, tag := range tags {
+		runs[i] = make(chan slowRun, 1)
+		go func() {
+			run, err := callSlow(u, context.Background(), tag, 150)
+			if err != nil {
+				t.Errorf("call %s: %v", tag, err)
+			}
+			runs[i] <- run
+		}()
+		// The next call arrives only once this one is in flight or queued.
+		eventually(t, 5*time.Second, "call "+tag+" arrives", func() bool {
+			return inFlight(u) && u.queue.queued() == i
+		})
+	}
+	var prev slowRun
+	for i, tag := range tags {
+		run := <-runs[i]
+		if run.Tag != tag {
+			t.Fatalf("call %d ran %q", i, run.Tag)
+		}
+		if i > 0 && run.Start < prev.End {
+			t.Errorf("%s started before %s ended: calls overlapped or ran out of order", run.Tag, prev.Tag)
+		}
+		prev = run
+	}
+}
+
+func TestPhysicalQueueIsBounded(t *testing.T) {
+	checkGoroutines(t)
+	cfg := stdioServer(t, "tools")
+	cfg.Physical = true
+	cfg.QueueSize = 1
+	m, err := startManager(t, []config.Server{cfg}, Options{})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	u := m.Get("robot")
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := callSlow(u, context.Background(), "first", 600)
+		first <- err
+	}()
+	eventually(t, 5*time.Second, "the first call is in flight", func() bool { return inFlight(u) })
+
+	second := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		_, err := callSlow(u, ctx, "second", 10)
+		second <- err
+	}()
+	eventually(t, 5*time.Second, "the second call waits", func() bool { return u.queue.queued() == 1 })
+
+	begin := time.Now()
+	_, err = callSlow(u, context.Background(), "third", 10)
+	if !errors.Is(err, ErrQueueFull) {
+		t.Errorf("third call = %v, want ErrQueueFull", err)
+	}
+	if elapsed := time.Since(begin); elapsed > 100*time.Millisecond {
+		t.Errorf("a full queue took %s to refuse", elapsed)
+	}
+	// The second call's deadline passes while it waits: it was never sent.
+	if err := <-second; !errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("second call = %v, want ErrUnavailable (not sent), not a deadline of a sent call", err)
+	}
+	if err := <-first; err != nil {
+		t.Errorf("first call: %v", err)
+	}
+	if _, err := callSlow(u, context.Background(), "fourth", 10); err != nil {
+		t.Errorf("call after the queue drained: %v", err)
+	}
+}
+
+func TestFIFOHandsOverATurnThatArrivesAsTheWaitEnds(t *testing.T) {
+	q := &fifo{limit: 2}
+	if err := q.acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	waited := make(chan error, 1)
+	go func() { waited <- q.acquire(ctx) }()
+	for q.queued() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	q.release() // races with the cancellation: either way the turn must not be lost
+	if err := <-waited; err == nil {
+		q.release() // the waiter won the turn: give it back
+	}
+	if err := q.acquire(context.Background()); err != nil {
+		t.Fatalf("turn lost: %v", err)
+	}
+	if q.queued() != 0 {
+		t.Errorf("%d still queued", q.queued())
+	}
+}

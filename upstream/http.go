@@ -1,0 +1,70 @@
+package upstream
+
+import (
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// dialHTTP returns the streamable HTTP transport of a new session. The headers are read from
+// their environment variables at every start, so a rotated credential is picked up by a restart.
+func (u *Upstream) dialHTTP(s *session) (mcp.Transport, error) {
+	endpoint, err := url.Parse(u.cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("url: %w", err)
+	}
+	header, err := headersFromEnv(u.cfg.HeadersEnv)
+	if err != nil {
+		return nil, err
+	}
+	s.release = u.httpTransport.CloseIdleConnections
+	return &mcp.StreamableClientTransport{
+		Endpoint: u.cfg.URL,
+		HTTPClient: &http.Client{Transport: &headerTransport{
+			base:   u.httpTransport,
+			origin: origin(endpoint),
+			header: header,
+		}},
+	}, nil
+}
+
+// headersFromEnv resolves headers_env: header name → name of the environment variable that
+// holds its value. A variable that is unset or empty is an error naming it.
+func headersFromEnv(names map[string]string) (http.Header, error) {
+	header := make(http.Header, len(names))
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		variable := names[name]
+		value := os.Getenv(variable)
+		if value == "" {
+			return nil, fmt.Errorf("header %s takes its value from environment variable %s, which is not set", name, variable)
+		}
+		header.Set(name, value)
+	}
+	return header, nil
+}
+
+// headerTransport adds the configured headers to the requests it carries to the server's own
+// origin, and to no other: a redirect elsewhere never receives the credentials.
+type headerTransport struct {
+	base   http.RoundTripper
+	origin string
+	header http.Header
+}
+
+func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if len(t.header) == 0 || origin(req.URL) != t.origin {
+		return t.base.RoundTrip(req)
+	}
+	req = req.Clone(req.Context()) // a RoundTripper must not modify the caller's request
+	for name, values := range t.header {
+		req.Header[name] = slices.Clone(values)
+	}
+	return t.base.RoundTrip(req)
+}
+
+func origin(u *url.URL) string { return u.Scheme + "://" + u.Host }
