@@ -1,0 +1,40 @@
+# mcp-gateway: the two set-up commands are `make run` and `make test`.
+GO        ?= go
+BIN       := bin
+NODE_DIR  := e2e/node
+STATICCHECK_VERSION := v0.8.2
+
+.PHONY: all build run test unit e2e bench lint node-deps clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/mcp-gateway ./cmd/mcp-gateway
+	$(GO) build -o $(BIN)/sim-robot ./cmd/sim-robot
+
+## run: the gateway over HTTP on 127.0.0.1:8080 in front of the simulated robot.
+run: build
+	./$(BIN)/mcp-gateway serve -c examples/robot.yaml
+
+## test: vet, unit tests and end-to-end tests against real MCP peers.
+test: node-deps
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+# The npm peers of the end-to-end tests, exactly as pinned in package-lock.json.
+node-deps: $(NODE_DIR)/node_modules/.package-lock.json
+
+$(NODE_DIR)/node_modules/.package-lock.json: $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund
+
+## bench: Go benchmarks of the hot paths and the end-to-end hop (see docs/benchmarks.md).
+bench: node-deps
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above are not formatted"; exit 1; }
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/gateway"
+)
+
+func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("check", "check -c FILE", stderr)
+	file := fs.String("c", "", "config file (required)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *file == "" {
+		fs.Usage()
+		return exitError{2}
+	}
+	cfg, err := config.Load(*file)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError{1}
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d servers, tool names %s)\n", *file, len(cfg.Servers), cfg.Gateway.ToolNames)
+	return nil
+}
+
+func runSchema(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("schema", "schema", stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	b, err := config.JSONSchema()
+	if err != nil {
+		return err
+	}
+	_, err = stdout.Write(append(b, '\n'))
+	return err
+}
+
+func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("version", "version", stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "mcp-gateway", gateway.Version)
+	return nil
+}

@@ -1,0 +1,98 @@
+// Command mcp-gateway is the governed front door to robots for AI agents: an MCP server to
+// agents and an MCP client to the servers that drive a robot. Run "mcp-gateway help" for the
+// subcommands.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+)
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+var commands = []command{
+	{"serve", "serve the gateway (streamable HTTP on gateway.listen, or stdio with --stdio)", runServe},
+	{"tools", "start the upstreams and print the tool catalog (table, or --json)", runTools},
+	{"check", "load and check a config file; print every problem", runCheck},
+	{"schema", "print the JSON Schema of the config file", runSchema},
+	{"version", "print the version", runVersion},
+}
+
+// exitError carries an exit code; its message, if any, has already been printed.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func main() {
+	if os.Getenv("GOGC") == "" {
+		// Most of a call's CPU is JSON decoding in the MCP SDK, which allocates heavily; a
+		// gateway's live heap is small, so trading some memory for fewer collections cuts
+		// per-call latency (docs/benchmarks.md). GOGC in the environment still wins.
+		debug.SetGCPercent(400)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout)
+		return 0
+	}
+	for _, c := range commands {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, args[1:], stdout, stderr)
+		var ee exitError
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.As(err, &ee):
+			return ee.code
+		default:
+			fmt.Fprintf(stderr, "mcp-gateway %s: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "mcp-gateway: unknown command %q; run \"mcp-gateway help\" for the list\n", args[0])
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "mcp-gateway: the governed MCP gateway in front of robots.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage: mcp-gateway <command> [flags]")
+	fmt.Fprintln(w)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run \"mcp-gateway <command> --help\" for a command's flags.")
+}
+
+// newFlags is a flag set that prints its usage to stderr and returns errors instead of exiting.
+func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: mcp-gateway %s\n\nFlags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}

@@ -1,0 +1,124 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCheckReportsConfigErrorsWithLines(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string // substrings of the output; "cfg.yaml:N" pins the line
+	}{
+		{"misspelled key", "servers:\n  - name: robot\n    comand: x\n", []string{"cfg.yaml:3", "comand", "command"}},
+		{"wrong type", "servers:\n  - name: robot\n    command: x\n    call_timeout_sec: fast\n", []string{"cfg.yaml:4", "call_timeout_sec"}},
+		{"duplicate key", "gateway:\n  name: a\n  name: b\nservers:\n  - name: robot\n    command: x\n", []string{"cfg.yaml:3", "name"}},
+		{"duplicate server name", "servers:\n  - name: robot\n    command: x\n  - name: robot\n    command: y\n", []string{"cfg.yaml:4", "robot", "line 2"}},
+		{"several problems at once", "gateway:\n  tool_name: bare\nservers:\n  - name: robot\n    command: x\n    physicl: true\n", []string{"cfg.yaml:2", "cfg.yaml:6"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "cfg.yaml")
+			if err := os.WriteFile(path, []byte(tt.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(gatewayBin, "check", "-c", path).CombinedOutput()
+			if err == nil {
+				t.Fatalf("check accepted a bad config:\n%s", out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+	good := filepath.Join(t.TempDir(), "ok.yaml")
+	os.WriteFile(good, []byte("servers:\n  - name: robot\n    command: x\n"), 0o644)
+	if out, err := exec.Command(gatewayBin, "check", "-c", good).CombinedOutput(); err != nil {
+		t.Fatalf("check refused a good config: %v\n%s", err, out)
+	}
+}
+
+func TestBareNameCollisionFailsStartup(t *testing.T) {
+	cfg, _ := writeConfig(t, `
+gateway:
+  listen: "{{listen}}"
+  tool_names: bare
+servers:
+  - name: left
+    command: "{{sim}}"
+    args: ["-name", "{{marker}}"]
+  - name: right
+    command: "{{sim}}"
+    args: ["-name", "{{marker}}"]
+`)
+	out, err := exec.Command(gatewayBin, "serve", "-c", cfg).CombinedOutput()
+	if err == nil {
+		t.Fatalf("serve started despite a bare-name collision:\n%s", out)
+	}
+	for _, want := range []string{"gateway.yaml", `"left" (line 6)`, `"right" (line 9)`, "get_scene"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("message lacks %q:\n%s", want, out)
+		}
+	}
+	waitNoProcesses(t, marker(t), 10e9)
+}
+
+func TestToolsCommand(t *testing.T) {
+	cfg, _ := writeConfig(t, `
+servers:
+  - name: robot
+    command: "{{sim}}"
+    args: ["-name", "{{marker}}"]
+    physical: true
+    tools:
+      hidden: [fault]
+      overrides:
+        pick_object: {evaluated: true}
+`)
+	out, err := exec.Command(gatewayBin, "tools", "-c", cfg).Output()
+	if err != nil {
+		t.Fatalf("tools: %v", err)
+	}
+	table := string(out)
+	if !strings.Contains(table, "robot__pick_object") || !strings.Contains(table, "physical,evaluated") || strings.Contains(table, "robot__fault") {
+		t.Fatalf("table:\n%s", table)
+	}
+	out, err = exec.Command(gatewayBin, "tools", "-c", cfg, "--json").Output()
+	if err != nil {
+		t.Fatalf("tools --json: %v", err)
+	}
+	var defs []map[string]any
+	if err := json.Unmarshal(out, &defs); err != nil {
+		t.Fatalf("tools --json is not JSON: %v\n%s", err, out)
+	}
+	for _, d := range defs {
+		if d["name"] == "robot__pick_object" {
+			if _, leaked := d["evaluated"]; leaked {
+				t.Fatal("gateway-only settings must not be shown")
+			}
+			return
+		}
+	}
+	t.Fatalf("robot__pick_object missing: %s", out)
+}
+
+func TestSchemaCommand(t *testing.T) {
+	out, err := exec.Command(gatewayBin, "schema").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(out, &schema); err != nil {
+		t.Fatalf("schema is not JSON: %v", err)
+	}
+	if !strings.Contains(string(out), "call_timeout_sec") || !strings.Contains(string(out), "additionalProperties") {
+		t.Fatalf("schema lacks the config's fields:\n%s", out)
+	}
+}

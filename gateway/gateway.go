@@ -1,0 +1,269 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/governor"
+	"github.com/mcp-gateway/mcp-gateway/upstream"
+)
+
+// Version is the gateway's version, announced to MCP clients; set by the build.
+var Version = "dev"
+
+// Options configure a Gateway.
+type Options struct {
+	Logger *slog.Logger
+	// RequireAll makes Start fail when any upstream is not ready within its startup timeout.
+	RequireAll bool
+}
+
+// Gateway is one running gateway: its upstreams, its catalog, its call chain and its MCP server.
+type Gateway struct {
+	cfg  *config.Config
+	opts Options
+	log  *slog.Logger
+	ups  *upstream.Manager
+
+	catalog atomic.Pointer[Catalog]
+	chain   governor.Handler
+	server  *mcp.Server
+
+	syncMu sync.Mutex                 // serialises catalog rebuilds and the server's tool list
+	served map[string]json.RawMessage // public name → definition registered with server
+
+	callPrefix string
+	callSeq    atomic.Uint64
+}
+
+// New builds a gateway for cfg. Nothing starts until Start.
+func New(cfg *config.Config, opts Options) *Gateway {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	g := &Gateway{cfg: cfg, opts: opts, log: logger, served: make(map[string]json.RawMessage)}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	g.callPrefix = hex.EncodeToString(b[:]) + "-"
+	g.catalog.Store(&Catalog{byName: map[string]*governor.Tool{}})
+
+	g.ups = upstream.NewManager(cfg.Servers, upstream.Options{
+		Logger:         logger,
+		OnToolsChanged: func(string) { g.refresh() },
+	})
+	g.chain = governor.Chain(governor.Dispatch(),
+		governor.Log(logger),
+		governor.Resolve(g),
+		governor.CheckResult(),
+	)
+	g.server = mcp.NewServer(&mcp.Implementation{Name: cfg.Gateway.Name, Title: "mcp-gateway", Version: Version},
+		&mcp.ServerOptions{
+			Logger:       logger,
+			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		})
+	g.server.AddReceivingMiddleware(g.unlistedCalls)
+	return g
+}
+
+// Start starts every upstream concurrently and builds the catalog. It fails when two servers
+// expose the same tool under bare naming, and, with RequireAll, when an upstream did not start.
+// Otherwise servers that did not start are logged and retried in the background.
+func (g *Gateway) Start(ctx context.Context) error {
+	if err := g.ups.Start(ctx); err != nil {
+		if g.opts.RequireAll {
+			return err
+		}
+		g.log.Warn("not every upstream is ready; serving the others and retrying in the background", "error", err)
+	}
+	if fatal := g.refresh(); len(fatal) > 0 {
+		msgs := make([]string, len(fatal))
+		for i, p := range fatal {
+			msgs[i] = p.Msg
+		}
+		return errors.New(strings.Join(msgs, "\n"))
+	}
+	return nil
+}
+
+// Close stops every upstream and waits for their processes.
+func (g *Gateway) Close() error { return g.ups.Close() }
+
+// Upstreams is the gateway's upstream manager, for status reports.
+func (g *Gateway) Upstreams() *upstream.Manager { return g.ups }
+
+// Catalog is the current catalog.
+func (g *Gateway) Catalog() *Catalog { return g.catalog.Load() }
+
+// Resolve implements governor.Resolver on the current catalog.
+func (g *Gateway) Resolve(name string) (*governor.Tool, bool) { return g.catalog.Load().Resolve(name) }
+
+// MCPServer is the MCP server agents connect to.
+func (g *Gateway) MCPServer() *mcp.Server { return g.server }
+
+// Ready reports whether every upstream is up and listed, and if not, which are not and why.
+func (g *Gateway) Ready() (bool, []string) {
+	var waiting []string
+	for _, u := range g.ups.All() {
+		if u.State() != upstream.Ready || u.Tools() == nil {
+			why := u.LastError()
+			if why == "" {
+				why = u.State().String()
+			}
+			waiting = append(waiting, u.Name()+": "+why)
+		}
+	}
+	return len(waiting) == 0, waiting
+}
+
+// Call runs one call through the governed chain. The MCP server uses it for every tools/call;
+// the built-in agent calls it in-process.
+func (g *Gateway) Call(ctx context.Context, c *governor.Call) *governor.Outcome {
+	if c.ID == "" {
+		c.ID = g.callPrefix + strconv.FormatUint(g.callSeq.Add(1), 10)
+	}
+	if c.Start.IsZero() {
+		c.Start = time.Now()
+	}
+	if len(c.Args) == 0 || string(c.Args) == "null" {
+		c.Args = json.RawMessage("{}")
+	}
+	return g.chain.Handle(ctx, c)
+}
+
+// handleCall serves tools/call for every name, listed or not.
+func (g *Gateway) handleCall(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	c := &governor.Call{
+		Name:      req.Params.Name,
+		Args:      req.Params.Arguments,
+		Principal: "anonymous",
+		Start:     time.Now(),
+	}
+	if req.Session != nil {
+		c.Session = req.Session.ID()
+		if token := req.Params.GetProgressToken(); token != nil {
+			session := req.Session
+			c.Progress = func(p *mcp.ProgressNotificationParams) {
+				_ = session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+					ProgressToken: token, Progress: p.Progress, Total: p.Total, Message: p.Message,
+				})
+			}
+		}
+	}
+	if len(c.Args) > 0 && !isJSONObject(c.Args) {
+		return governor.Refuse(governor.KindInvalidArguments,
+			fmt.Sprintf("the arguments of %s must be a JSON object", c.Name)).Result, nil
+	}
+	return g.Call(ctx, c).Result, nil
+}
+
+// unlistedCalls sends tools/call for names the MCP server does not list (unknown or hidden
+// tools) to the chain too, so that they are refused with a failure envelope, not a protocol
+// error.
+func (g *Gateway) unlistedCalls(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "tools/call" {
+			if r, ok := req.(*mcp.CallToolRequest); ok {
+				if t, found := g.Resolve(r.Params.Name); !found || t.Hidden {
+					return g.handleCall(ctx, r)
+				}
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// refresh rebuilds the catalog from the upstreams' current tool lists and brings the MCP
+// server's tool list in step, which notifies downstream sessions. It returns the fatal problems
+// (bare-name collisions); the colliding tool is left out until they are fixed.
+func (g *Gateway) refresh() []Problem {
+	g.syncMu.Lock()
+	defer g.syncMu.Unlock()
+	var sources []Source
+	for i := range g.cfg.Servers {
+		s := &g.cfg.Servers[i]
+		u := g.ups.Get(s.Name)
+		sources = append(sources, Source{Server: s, Tools: u.Tools(), Dispatcher: u})
+	}
+	cat, problems := BuildCatalog(g.cfg, sources)
+	var fatal []Problem
+	for _, p := range problems {
+		g.log.Error("tool left out of the catalog", "server", p.Server, "tool", p.Tool, "reason", p.Msg)
+		if p.Fatal {
+			fatal = append(fatal, p)
+		}
+	}
+	g.catalog.Store(cat)
+	g.syncServer(cat)
+	return fatal
+}
+
+// syncServer registers added and changed tools with the MCP server and removes gone ones.
+func (g *Gateway) syncServer(cat *Catalog) {
+	keep := make(map[string]bool, len(cat.listed))
+	for _, t := range cat.listed {
+		keep[t.Public] = true
+		def, err := json.Marshal(t.Definition)
+		if err != nil {
+			continue
+		}
+		if prev, ok := g.served[t.Public]; ok && string(prev) == string(def) {
+			continue
+		}
+		if err := addTool(g.server, t.Definition, g.handleCall); err != nil {
+			g.log.Error("tool left out of the catalog", "server", t.Server, "tool", t.Upstream, "reason", err.Error())
+			keep[t.Public] = false
+			continue
+		}
+		g.served[t.Public] = def
+	}
+	var gone []string
+	for name := range g.served {
+		if !keep[name] {
+			gone = append(gone, name)
+			delete(g.served, name)
+		}
+	}
+	if len(gone) > 0 {
+		g.server.RemoveTools(gone...)
+	}
+}
+
+// addTool registers a tool, turning the SDK's panics on definitions it rejects into errors so
+// that an upstream's definition can never crash the gateway.
+func addTool(s *mcp.Server, t *mcp.Tool, h mcp.ToolHandler) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the MCP SDK rejects its definition: %v", r)
+		}
+	}()
+	s.AddTool(t, h)
+	return nil
+}
+
+func isJSONObject(b json.RawMessage) bool {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '{':
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}

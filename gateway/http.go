@@ -1,0 +1,39 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Handler serves the gateway over HTTP: streamable MCP at /mcp, liveness at /healthz and
+// readiness at /readyz (ready when every upstream is up and has listed its tools).
+func (g *Gateway) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &mcp.StreamableHTTPOptions{
+		Logger: g.log,
+		// A client that goes away cancels its calls, which tells the upstream to stop.
+		PropagateRequestCancellation: true,
+	}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ready, waiting := g.Ready()
+		w.Header().Set("Content-Type", "application/json")
+		if !ready {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"ready": ready, "waiting": waiting})
+	})
+	return mux
+}
+
+// ServeStdio serves one MCP session over the process's stdin and stdout until the client
+// disconnects or ctx ends.
+func (g *Gateway) ServeStdio(ctx context.Context) error {
+	return g.server.Run(ctx, &mcp.StdioTransport{})
+}

@@ -1,0 +1,92 @@
+package governor
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Call is one tool call on its way through the chain. The caller fills the request fields; steps
+// fill Tool and may replace Args (a redacting guard does).
+type Call struct {
+	// ID identifies the call in logs and audit records; unique within the process.
+	ID string
+	// Name is the public tool name the caller asked for.
+	Name string
+	// Args is the arguments object as JSON ("{}" when the caller sent none).
+	Args json.RawMessage
+	// Principal is who made the call ("anonymous" without auth; "agent" in agent mode).
+	Principal string
+	// Session is the downstream MCP session id, "" when there is none.
+	Session string
+	// Progress, when set, receives the upstream's progress notifications for this call.
+	Progress func(*mcp.ProgressNotificationParams)
+	// Start is when the gateway received the call.
+	Start time.Time
+
+	// Tool is the resolved tool, set by the resolve step.
+	Tool *Tool
+}
+
+// Outcome is what the chain made of a call: the result the caller receives and how it ended.
+type Outcome struct {
+	// Result is sent to the caller as it is.
+	Result *mcp.CallToolResult
+	// Kind is set when the gateway refused or failed the call.
+	Kind Kind
+	// Success is the envelope's success (for passthrough servers: !IsError).
+	Success bool
+	// RunID is the envelope's run_id, if any.
+	RunID string
+	// Reason is the failure reason, "" on success.
+	Reason string
+}
+
+// Label is the outcome's bounded label for metrics and audit: the failure kind, or
+// OutcomeOK / OutcomeToolFailure.
+func (o *Outcome) Label() string {
+	switch {
+	case o.Kind != "":
+		return string(o.Kind)
+	case o.Success:
+		return OutcomeOK
+	default:
+		return OutcomeToolFailure
+	}
+}
+
+// Refuse is the outcome of a call the gateway refuses or fails with a failure envelope.
+func Refuse(kind Kind, reason string) *Outcome {
+	return &Outcome{Result: Failure(kind, reason).Result(), Kind: kind, Reason: reason}
+}
+
+// fromEnvelope is the outcome that returns env to the caller.
+func fromEnvelope(env Envelope) *Outcome {
+	kind, _ := env["kind"].(string)
+	return &Outcome{Result: env.Result(), Kind: Kind(kind), Success: env.Success(), RunID: env.RunID(), Reason: env.Reason()}
+}
+
+// Handler handles a call and always returns an outcome; refusals are outcomes, not errors.
+type Handler interface {
+	Handle(ctx context.Context, c *Call) *Outcome
+}
+
+// HandlerFunc adapts a function to a Handler.
+type HandlerFunc func(ctx context.Context, c *Call) *Outcome
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, c *Call) *Outcome { return f(ctx, c) }
+
+// Step is one step of the chain: it wraps the next handler.
+type Step func(next Handler) Handler
+
+// Chain composes steps around the final handler; the first step runs first.
+func Chain(final Handler, steps ...Step) Handler {
+	h := final
+	for i := len(steps) - 1; i >= 0; i-- {
+		h = steps[i](h)
+	}
+	return h
+}

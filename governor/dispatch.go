@@ -1,0 +1,71 @@
+package governor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mcp-gateway/mcp-gateway/upstream"
+)
+
+// Dispatch is the end of the chain (steps 6 and 7): it applies the call's deadline (§4), sends
+// the call to the tool's server, and maps every way that can fail to a failure envelope. The
+// upstream's own result is returned unchecked, for CheckResult.
+func Dispatch() Handler {
+	return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
+		t := c.Tool
+		deadline := upstream.Deadline(*t.ServerConfig, c.Args)
+		callCtx, cancel := context.WithTimeout(ctx, deadline)
+		defer cancel()
+		res, err := t.Dispatcher.Call(callCtx, t.Upstream, c.Args, c.Progress)
+		if err == nil {
+			if res == nil {
+				return Refuse(KindProtocolViolation, fmt.Sprintf("tool %s returned no result", c.Name))
+			}
+			return &Outcome{Result: res}
+		}
+		return dispatchFailure(ctx, callCtx, c, deadline, err)
+	})
+}
+
+// dispatchFailure explains why a dispatched call has no result.
+func dispatchFailure(ctx, callCtx context.Context, c *Call, deadline time.Duration, err error) *Outcome {
+	t := c.Tool
+	var callErr *upstream.CallError
+	notSent := errors.Is(err, upstream.ErrUnavailable) || errors.Is(err, upstream.ErrQueueFull)
+	switch {
+	case ctx.Err() != nil && notSent:
+		return Refuse(KindCancelled, fmt.Sprintf(
+			"the call to %s was cancelled by the caller before it was sent to server %s; nothing was done.", c.Name, t.Server))
+	case ctx.Err() != nil:
+		return Refuse(KindCancelled, fmt.Sprintf(
+			"the call to %s was cancelled by the caller before it finished; the server %s was told to stop it. What the robot did is not known from here.", c.Name, t.Server))
+	case errors.Is(err, upstream.ErrQueueFull):
+		return Refuse(KindUpstreamBusy, fmt.Sprintf(
+			"server %s runs one physical action at a time and too many calls are already waiting; wait for the current action to finish, then call %s again.", t.Server, c.Name))
+	case errors.Is(err, upstream.ErrUnavailable):
+		return Refuse(KindUpstreamUnavailable, fmt.Sprintf(
+			"the call to %s was not sent: %v. The gateway keeps restarting servers that stopped; try again later or tell the operator.", c.Name, err))
+	case errors.Is(callCtx.Err(), context.DeadlineExceeded):
+		return Refuse(KindExecutionStatusUnknown, timeoutReason(c, deadline))
+	case errors.As(err, &callErr) && callErr.Crashed:
+		if t.Physical() {
+			return Refuse(KindExecutionStatusUnknown, fmt.Sprintf(
+				"server %s stopped during the call to %s, so what the robot did is unknown. Check the robot's state before any further physical action.", t.Server, c.Name))
+		}
+		return Refuse(KindUpstreamUnavailable, fmt.Sprintf(
+			"server %s stopped during the call to %s and is being restarted; the call may or may not have taken effect. Try again in a moment.", t.Server, c.Name))
+	default:
+		return Refuse(KindUpstreamError, fmt.Sprintf("server %s answered the call to %s with an error: %v", t.Server, c.Name, err))
+	}
+}
+
+func timeoutReason(c *Call, deadline time.Duration) string {
+	if c.Tool.Physical() {
+		return fmt.Sprintf(
+			"the call to %s did not finish within its deadline of %s and was cancelled; server %s moves hardware, so what the robot did is unknown. Check the robot's state before any further physical action.",
+			c.Name, deadline, c.Tool.Server)
+	}
+	return fmt.Sprintf("the call to %s did not finish within its deadline of %s and was cancelled; its outcome is unknown.", c.Name, deadline)
+}

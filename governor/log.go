@@ -1,0 +1,35 @@
+package governor
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Log is the outermost step for now: it logs every call once it has an outcome, refusals at
+// info with their kind and reason, successes at debug. Arguments are never logged.
+func Log(logger *slog.Logger) Step {
+	return func(next Handler) Handler {
+		return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
+			out := next.Handle(ctx, c)
+			level := slog.LevelDebug
+			attrs := []slog.Attr{
+				slog.String("call", c.ID),
+				slog.String("tool", c.Name),
+				slog.String("outcome", out.Label()),
+				slog.Duration("duration", time.Since(c.Start)),
+			}
+			if c.Tool != nil {
+				attrs = append(attrs, slog.String("server", c.Tool.Server))
+			}
+			if out.Kind != "" {
+				level = slog.LevelInfo
+				attrs = append(attrs, slog.String("reason", out.Reason))
+			}
+			if logger.Enabled(ctx, level) {
+				logger.LogAttrs(ctx, level, "tool call", attrs...)
+			}
+			return out
+		})
+	}
+}

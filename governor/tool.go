@@ -1,0 +1,46 @@
+package governor
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-gateway/mcp-gateway/config"
+)
+
+// Tool is a tool the gateway knows by its public name: where it lives and how it is governed.
+type Tool struct {
+	// Public is the name callers use.
+	Public string
+	// Server is the upstream server's name; Upstream the tool's name there.
+	Server   string
+	Upstream string
+	// Hidden tools are never listed and are refused to models.
+	Hidden bool
+	// Evaluated tools must return a non-empty run_id.
+	Evaluated bool
+	// Definition is the definition callers see (nil for hidden tools).
+	Definition *mcp.Tool
+	// ServerConfig is the upstream's configuration: physical, contract, timeouts.
+	ServerConfig *config.Server
+	// Dispatcher sends the call to the upstream.
+	Dispatcher Dispatcher
+}
+
+// Physical reports whether the tool's calls move hardware.
+func (t *Tool) Physical() bool { return t.ServerConfig.Physical }
+
+// Passthrough reports whether results are forwarded without envelope checks.
+func (t *Tool) Passthrough() bool { return t.ServerConfig.Contract == config.ContractPassthrough }
+
+// Dispatcher sends a call to the server that owns the tool. It is implemented by
+// upstream.Upstream and, in tests, by fakes.
+type Dispatcher interface {
+	Call(ctx context.Context, name string, args json.RawMessage, progress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error)
+}
+
+// Resolver finds a tool by its public name; it is implemented by the gateway's catalog.
+type Resolver interface {
+	Resolve(name string) (*Tool, bool)
+}
