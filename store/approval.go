@@ -1,0 +1,222 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Approval states.
+const (
+	ApprovalPending  = "pending"
+	ApprovalApproved = "approved"
+	ApprovalDenied   = "denied"
+	ApprovalExpired  = "expired"
+	ApprovalUsed     = "used"
+)
+
+// Approval is a request for an operator to approve one exact call (SPEC.md §9).
+type Approval struct {
+	ID string
+	// Digest identifies the exact call: server, tool and canonical arguments.
+	Digest    string
+	Server    string
+	Tool      string
+	Principal string
+	Session   string
+	Rule      string
+	Reason    string
+	Args      json.RawMessage
+	Created   time.Time
+	Expires   time.Time
+	// State is one of the Approval* constants. A pending request read after Expires is reported
+	// as expired.
+	State          string
+	DecidedBy      string
+	DecisionReason string
+	Decided        time.Time
+}
+
+// ApprovalStore keeps approval requests. Every state change is one bbolt transaction, so only
+// one answer can claim a request and an approval runs its call once.
+type ApprovalStore interface {
+	// PutApproval stores a new request (State defaults to pending). An existing ID is refused
+	// with ErrExists: a decided request must never be reopened.
+	PutApproval(a Approval) error
+	GetApproval(id string) (Approval, bool, error)
+	// ListApprovals returns the requests in a state ("" for all), oldest first.
+	ListApprovals(state string) ([]Approval, error)
+	// DecideApproval approves or denies a pending, unexpired request. Otherwise it fails with
+	// ErrNotFound, ErrAlreadyDecided or ErrExpired, wrapped with the id and current state.
+	DecideApproval(id, state, by, reason string, now time.Time) (Approval, error)
+	// ConsumeApproval moves an approved request to used and returns it, exactly once; then
+	// ErrAlreadyUsed, or ErrNotApproved for any other state.
+	ConsumeApproval(id string) (Approval, error)
+}
+
+var _ ApprovalStore = (*Store)(nil)
+
+// effective reports a pending request past its expiry as expired.
+func (a Approval) effective(now time.Time) Approval {
+	if a.State == ApprovalPending && !a.Expires.IsZero() && !now.Before(a.Expires) {
+		a.State = ApprovalExpired
+	}
+	return a
+}
+
+// PutApproval implements [ApprovalStore].
+func (s *Store) PutApproval(a Approval) error {
+	if a.ID == "" {
+		return errors.New("approval without an id")
+	}
+	if a.State == "" {
+		a.State = ApprovalPending
+	}
+	if a.Created.IsZero() {
+		a.Created = s.now().UTC()
+	}
+	value, err := json.Marshal(a)
+	if err != nil {
+		return fmt.Errorf("encode approval %s: %w", a.ID, err)
+	}
+	err = s.update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketApprovals)
+		if b.Get([]byte(a.ID)) != nil {
+			return fmt.Errorf("approval %s: %w", a.ID, ErrExists)
+		}
+		return b.Put([]byte(a.ID), value)
+	})
+	if err != nil {
+		return fmt.Errorf("store approval %s in %s: %w", a.ID, s.path, err)
+	}
+	return nil
+}
+
+// GetApproval implements [ApprovalStore].
+func (s *Store) GetApproval(id string) (Approval, bool, error) {
+	var (
+		a     Approval
+		found bool
+	)
+	err := s.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketApprovals)
+		if b == nil {
+			return nil
+		}
+		v := b.Get([]byte(id))
+		if v == nil {
+			return nil
+		}
+		found = true
+		return decodeApproval(id, v, &a)
+	})
+	if err != nil || !found {
+		return Approval{}, false, err
+	}
+	return a.effective(s.now()), true, nil
+}
+
+// ListApprovals implements [ApprovalStore].
+func (s *Store) ListApprovals(state string) ([]Approval, error) {
+	now := s.now()
+	var out []Approval
+	err := s.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketApprovals)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			var a Approval
+			if err := decodeApproval(string(k), v, &a); err != nil {
+				return err
+			}
+			if a = a.effective(now); state == "" || a.State == state {
+				out = append(out, a)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b Approval) int { return a.Created.Compare(b.Created) })
+	return out, nil
+}
+
+// DecideApproval implements [ApprovalStore].
+func (s *Store) DecideApproval(id, state, by, reason string, now time.Time) (Approval, error) {
+	if state != ApprovalApproved && state != ApprovalDenied {
+		return Approval{}, fmt.Errorf("approval %s: a decision is %q or %q, not %q", id, ApprovalApproved, ApprovalDenied, state)
+	}
+	var a Approval
+	err := s.modifyApproval(id, func(cur *Approval) error {
+		switch cur.effective(now).State {
+		case ApprovalPending:
+		case ApprovalExpired:
+			return fmt.Errorf("approval %s expired at %s: %w", id, cur.Expires.Format(time.RFC3339), ErrExpired)
+		default:
+			by := ""
+			if cur.DecidedBy != "" {
+				by = " by " + cur.DecidedBy
+			}
+			return fmt.Errorf("approval %s is already %s%s: %w", id, cur.State, by, ErrAlreadyDecided)
+		}
+		cur.State, cur.DecidedBy, cur.DecisionReason, cur.Decided = state, by, reason, now.UTC()
+		a = *cur
+		return nil
+	})
+	return a, err
+}
+
+// ConsumeApproval implements [ApprovalStore].
+func (s *Store) ConsumeApproval(id string) (Approval, error) {
+	var a Approval
+	err := s.modifyApproval(id, func(cur *Approval) error {
+		switch cur.State {
+		case ApprovalApproved:
+		case ApprovalUsed:
+			return fmt.Errorf("approval %s: %w", id, ErrAlreadyUsed)
+		default:
+			return fmt.Errorf("approval %s is %s: %w", id, cur.effective(s.now()).State, ErrNotApproved)
+		}
+		cur.State = ApprovalUsed
+		a = *cur
+		return nil
+	})
+	return a, err
+}
+
+// modifyApproval reads, changes and writes one approval in a single transaction; that is what
+// makes exactly one of many concurrent decisions win.
+func (s *Store) modifyApproval(id string, change func(*Approval) error) error {
+	return s.update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketApprovals)
+		v := b.Get([]byte(id))
+		if v == nil {
+			return fmt.Errorf("approval %s: %w", id, ErrNotFound)
+		}
+		var a Approval
+		if err := decodeApproval(id, v, &a); err != nil {
+			return err
+		}
+		if err := change(&a); err != nil {
+			return err
+		}
+		value, err := json.Marshal(a)
+		if err != nil {
+			return fmt.Errorf("encode approval %s: %w", id, err)
+		}
+		return b.Put([]byte(id), value)
+	})
+}
+
+func decodeApproval(id string, v []byte, a *Approval) error {
+	if err := json.Unmarshal(v, a); err != nil {
+		return fmt.Errorf("approval %s is unreadable: %w", id, err)
+	}
+	return nil
+}

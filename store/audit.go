@@ -1,0 +1,441 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Record types.
+const (
+	RecordCall     = "call"
+	RecordOperator = "operator"
+	RecordLockout  = "lockout"
+)
+
+// Record is one audit log entry: a governed call, an operator action or a lockout (SPEC.md §13).
+//
+// It is stored as its JSON encoding (field order as declared, Hash last). Hash is the hex
+// SHA-256 of that encoding with Hash set to "", and Prev is the previous record's Hash, so a
+// change to any stored byte breaks the chain at that record.
+type Record struct {
+	Seq       uint64
+	Time      time.Time
+	Type      string // RecordCall, RecordOperator or RecordLockout
+	Principal string
+	Session   string
+	Server    string
+	Tool      string
+	CallID    string
+	// Args are the call's arguments after redaction; ArgsDigest is the hex SHA-256 of the
+	// original arguments. Both are computed by the caller: the store never sees raw arguments.
+	Args       json.RawMessage
+	ArgsDigest string
+	Decision   string
+	Kind       string
+	Outcome    string
+	Reason     string
+	RunID      string
+	DurationMS float64
+	// Action names an operator action: unlock, approve, deny, pins_accept, reload, ...
+	Action string
+	Detail map[string]any `json:",omitempty"`
+	Prev   string
+	Hash   string
+}
+
+// AuditLog appends records to the hash-chained audit log through one group-committing writer.
+type AuditLog interface {
+	// Append queues r and returns without waiting for disk. It blocks only while the queue is
+	// full; a record is never dropped. The writer assigns Seq, Time, Prev and Hash, and reads
+	// r.Args and r.Detail later: the caller must not change them after handing them over.
+	Append(r Record)
+	// AppendSync queues r and waits until the transaction holding it is committed, returning
+	// the record as stored. If ctx ends first, the record is still written; the error is ctx's.
+	AppendSync(ctx context.Context, r Record) (Record, error)
+	// Flush waits until every record appended before it is committed.
+	Flush(ctx context.Context) error
+}
+
+var _ AuditLog = (*auditLog)(nil)
+
+// Audit returns the store's audit log.
+func (s *Store) Audit() AuditLog { return s.audit }
+
+const (
+	// auditQueue is the capacity of the writer's queue: a few full batches, so producers rarely
+	// block while a commit is being synced.
+	auditQueue = 4096
+	// auditMaxBatch caps the records in one transaction, keeping each commit short.
+	auditMaxBatch = 512
+	// auditRetryMax caps the backoff between attempts to commit a batch that failed.
+	auditRetryMax = time.Second
+)
+
+// auditItem is one queued request: a record to write, or (flush) a marker that is released
+// when everything queued before it is committed. done is nil for a plain Append.
+type auditItem struct {
+	rec   Record
+	flush bool
+	done  chan auditResult
+}
+
+type auditResult struct {
+	rec Record
+	err error
+}
+
+// chainTail is the last committed record: where the next record's Seq and Prev come from.
+type chainTail struct {
+	seq  uint64
+	hash string
+}
+
+// auditLog owns the writer goroutine. mu guards closed so that no send races the queue's close.
+type auditLog struct {
+	s     *Store
+	wait  time.Duration
+	queue chan auditItem
+
+	mu     sync.RWMutex
+	closed bool
+
+	quit chan struct{} // closed by close: stop retrying a failing commit
+	done chan struct{} // closed by the writer when it exits
+	tail chainTail     // owned by the writer goroutine
+	lost error         // records given up at close; read after done
+}
+
+func newAuditLog(s *Store, tail chainTail, wait time.Duration) *auditLog {
+	a := &auditLog{
+		s:     s,
+		wait:  wait,
+		queue: make(chan auditItem, auditQueue),
+		quit:  make(chan struct{}),
+		done:  make(chan struct{}),
+		tail:  tail,
+	}
+	if s.readOnly {
+		a.closed = true
+		close(a.done)
+		return a
+	}
+	go a.run()
+	return a
+}
+
+// Append implements [AuditLog].
+func (a *auditLog) Append(r Record) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		a.s.log.Error("audit record appended to a closed or read-only state store; it is not written",
+			"type", r.Type, "server", r.Server, "tool", r.Tool, "call_id", r.CallID, "action", r.Action)
+		return
+	}
+	a.queue <- auditItem{rec: r}
+}
+
+// AppendSync implements [AuditLog].
+func (a *auditLog) AppendSync(ctx context.Context, r Record) (Record, error) {
+	res, err := a.enqueueWait(ctx, auditItem{rec: r, done: make(chan auditResult, 1)})
+	return res.rec, err
+}
+
+// Flush implements [AuditLog].
+func (a *auditLog) Flush(ctx context.Context) error {
+	if a.s.readOnly {
+		return nil
+	}
+	_, err := a.enqueueWait(ctx, auditItem{flush: true, done: make(chan auditResult, 1)})
+	return err
+}
+
+func (a *auditLog) enqueueWait(ctx context.Context, it auditItem) (auditResult, error) {
+	a.mu.RLock()
+	if a.closed {
+		a.mu.RUnlock()
+		if a.s.readOnly {
+			return auditResult{}, ErrReadOnly
+		}
+		return auditResult{}, ErrClosed
+	}
+	select {
+	case a.queue <- it:
+		a.mu.RUnlock()
+	case <-ctx.Done():
+		a.mu.RUnlock()
+		return auditResult{}, ctx.Err()
+	}
+	select {
+	case res := <-it.done:
+		return res, res.err
+	case <-ctx.Done():
+		return auditResult{}, ctx.Err()
+	}
+}
+
+// close stops accepting records, lets the writer commit everything queued, and waits for it.
+func (a *auditLog) close() error {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		<-a.done
+		return nil
+	}
+	a.closed = true
+	close(a.quit)
+	close(a.queue)
+	a.mu.Unlock()
+	<-a.done
+	return a.lost
+}
+
+// run is the writer goroutine: it takes the first queued item, gathers more into a batch, and
+// commits the batch in one transaction, until the queue is closed and empty.
+func (a *auditLog) run() {
+	defer close(a.done)
+	batch := make([]auditItem, 0, auditMaxBatch)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		first, ok := <-a.queue
+		if !ok {
+			return
+		}
+		batch = a.gather(append(batch[:0], first), timer)
+		a.commit(batch)
+	}
+}
+
+// gather adds whatever is queued to batch. If nobody waits on the batch and it is not full, it
+// waits up to a.wait for more, so that a stream of Appends shares one fsync. A waiter (AppendSync
+// or Flush) ends the wait at once: its latency matters, and group commit still happens because
+// the queue fills while the previous batch is being synced.
+func (a *auditLog) gather(batch []auditItem, timer *time.Timer) []auditItem {
+	waited := batch[0].done != nil
+	timing := false
+	defer timer.Stop()
+	for len(batch) < auditMaxBatch {
+		var it auditItem
+		var ok bool
+		select {
+		case it, ok = <-a.queue:
+		default:
+			if waited || a.wait <= 0 {
+				return batch
+			}
+			if !timing {
+				timer.Reset(a.wait)
+				timing = true
+			}
+			select {
+			case it, ok = <-a.queue:
+			case <-timer.C:
+				return batch
+			}
+		}
+		if !ok {
+			return batch
+		}
+		batch = append(batch, it)
+		waited = waited || it.done != nil
+	}
+	return batch
+}
+
+// commit writes a batch, retrying with backoff while the disk refuses it: records are not
+// dropped while the store is open. Once the store is closing, a failing batch is given up,
+// its waiters get the error, and Close reports how many records were lost.
+func (a *auditLog) commit(batch []auditItem) {
+	now := a.s.now().UTC()
+	for i := range batch {
+		batch[i].rec.Time = now
+	}
+	backoff := 10 * time.Millisecond
+	for {
+		start := time.Now()
+		n, err := a.write(batch)
+		if err == nil {
+			if a.s.onCommit != nil && n > 0 {
+				a.s.onCommit(n, time.Since(start))
+			}
+			for _, it := range batch {
+				if it.done != nil {
+					it.done <- auditResult{rec: it.rec}
+				}
+			}
+			return
+		}
+		a.s.log.Error("audit log write failed; retrying", "file", a.s.path, "records", len(batch), "err", err)
+		select {
+		case <-a.quit:
+			n := 0
+			for _, it := range batch {
+				if !it.flush {
+					n++
+				}
+				if it.done != nil {
+					it.done <- auditResult{err: err}
+				}
+			}
+			a.lost = errors.Join(a.lost, fmt.Errorf("audit log %s: %d records could not be written: %w", a.s.path, n, err))
+			return
+		case <-time.After(backoff):
+			backoff = min(2*backoff, auditRetryMax)
+		}
+	}
+}
+
+// write seals each record onto the chain and puts the batch in one transaction. The chain tail
+// moves only when the transaction has committed.
+func (a *auditLog) write(batch []auditItem) (int, error) {
+	tail := a.tail
+	keys := make([][]byte, 0, len(batch))
+	values := make([][]byte, 0, len(batch))
+	for i := range batch {
+		if batch[i].flush {
+			continue
+		}
+		r := &batch[i].rec
+		r.Seq = tail.seq + 1
+		r.Prev = tail.hash
+		value, err := a.seal(r)
+		if err != nil {
+			return 0, err
+		}
+		tail = chainTail{seq: r.Seq, hash: r.Hash}
+		keys = append(keys, seqKey(r.Seq))
+		values = append(values, value)
+	}
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	err := a.s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketAudit)
+		// Keys only ever grow, so full pages waste no space and split less.
+		b.FillPercent = 1.0
+		for i := range keys {
+			if err := b.Put(keys[i], values[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	a.tail = tail
+	return len(keys), nil
+}
+
+// seal fills r.Hash and returns the bytes to store. Arguments that are not valid JSON are kept
+// as a JSON string, a duration JSON cannot encode becomes 0, and a Detail that cannot be encoded
+// is replaced by the reason, so that a record is never lost to its own content.
+func (a *auditLog) seal(r *Record) ([]byte, error) {
+	if math.IsNaN(r.DurationMS) || math.IsInf(r.DurationMS, 0) {
+		r.DurationMS = 0
+	}
+	if len(r.Args) > 0 {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, r.Args); err == nil {
+			r.Args = buf.Bytes()
+		} else {
+			quoted, _ := json.Marshal(string(r.Args))
+			r.Args = quoted
+		}
+	}
+	r.Hash = ""
+	canon, err := json.Marshal(r)
+	if err != nil && r.Detail != nil {
+		a.s.log.Warn("audit record detail cannot be encoded; storing the reason instead", "seq", r.Seq, "err", err)
+		r.Detail = map[string]any{"detail_error": err.Error()}
+		canon, err = json.Marshal(r)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("encode audit record %d: %w", r.Seq, err)
+	}
+	return sealJSON(canon, r), nil
+}
+
+// The stored form of a record ends with hashField, the 64 hex digits of its hash and `"}`.
+const (
+	hashField  = `,"Hash":"`
+	hashHexLen = 2 * sha256.Size
+	hashTail   = len(`"}`)
+)
+
+// sealJSON turns the encoding of a record with an empty Hash (ending `,"Hash":""}`) into the
+// stored form, setting r.Hash to the SHA-256 of that encoding.
+func sealJSON(canon []byte, r *Record) []byte {
+	sum := sha256.Sum256(canon)
+	r.Hash = hex.EncodeToString(sum[:])
+	out := make([]byte, 0, len(canon)+hashHexLen)
+	out = append(out, canon[:len(canon)-hashTail]...)
+	out = append(out, r.Hash...)
+	return append(out, `"}`...)
+}
+
+// storedHash splits a stored record into the hash it claims and the hash of its contents
+// (recomputed over the value with the claimed hash blanked). ok is false when the value does not
+// end in a hash field.
+func storedHash(value []byte) (claimed, actual string, ok bool) {
+	n := len(value)
+	end := n - hashTail
+	start := end - hashHexLen
+	if start-len(hashField) < 0 || string(value[end:]) != `"}` || string(value[start-len(hashField):start]) != hashField {
+		return "", "", false
+	}
+	claimed = string(value[start:end])
+	h := sha256.New()
+	h.Write(value[:start])
+	h.Write(value[end:])
+	return claimed, hex.EncodeToString(h.Sum(nil)), true
+}
+
+func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), seq) }
+
+// loadAuditTail finds the last stored record so the chain continues across restarts. A last
+// record that cannot be read still anchors the chain (its seq from the key, its hash over the
+// raw bytes) so new records are written; AuditVerify reports the damage.
+func (s *Store) loadAuditTail() (chainTail, error) {
+	var tail chainTail
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketAudit)
+		if b == nil {
+			return nil
+		}
+		k, v := b.Cursor().Last()
+		if k == nil {
+			return nil
+		}
+		if len(k) != 8 {
+			return fmt.Errorf("audit key %x is not a sequence number", k)
+		}
+		tail.seq = binary.BigEndian.Uint64(k)
+		claimed, actual, ok := storedHash(v)
+		if !ok || claimed != actual {
+			s.log.Warn("the last audit record is damaged; continuing the chain from its raw bytes; run `mcp-gateway audit verify`",
+				"seq", tail.seq, "file", s.path)
+			sum := sha256.Sum256(v)
+			tail.hash = hex.EncodeToString(sum[:])
+			return nil
+		}
+		tail.hash = claimed
+		return nil
+	})
+	if err != nil {
+		return chainTail{}, fmt.Errorf("read audit log in %s: %w", s.path, err)
+	}
+	return tail, nil
+}

@@ -1,0 +1,260 @@
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// scanChunk is how many stored records one read transaction looks at. Readers work in chunks so
+// that a slow consumer (an HTTP export) never holds a transaction open for long: a long read
+// transaction would stall the audit writer when the file has to grow.
+const scanChunk = 1024
+
+// AuditFilter selects records for [Store.AuditScan]. Zero fields match everything.
+type AuditFilter struct {
+	Server string
+	Tool   string
+	Kind   string
+	Type   string
+	// Since keeps records whose Time is not before it.
+	Since time.Time
+	// AfterSeq keeps records with a greater Seq (for tailing).
+	AfterSeq uint64
+	// Limit, when positive, keeps only the last Limit matching records.
+	Limit int
+}
+
+func (f AuditFilter) match(r *Record) bool {
+	return (f.Server == "" || r.Server == f.Server) &&
+		(f.Tool == "" || r.Tool == f.Tool) &&
+		(f.Kind == "" || r.Kind == f.Kind) &&
+		(f.Type == "" || r.Type == f.Type) &&
+		(f.Since.IsZero() || !r.Time.Before(f.Since))
+}
+
+// VerifyError is the first break in the audit chain found by [Store.AuditVerify].
+type VerifyError struct {
+	Seq    uint64
+	Reason string
+}
+
+func (e *VerifyError) Error() string { return fmt.Sprintf("audit record %d: %s", e.Seq, e.Reason) }
+
+// AuditScan calls fn with each committed record that matches f, in Seq order, until fn returns
+// false. A stored record that cannot be parsed is skipped and logged; [Store.AuditVerify]
+// reports it.
+func (s *Store) AuditScan(f AuditFilter, fn func(Record) bool) error {
+	if f.Limit > 0 {
+		recs, err := s.auditLast(f)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if !fn(r) {
+				return nil
+			}
+		}
+		return nil
+	}
+	next := f.AfterSeq + 1
+	for {
+		var (
+			recs []Record
+			done bool
+		)
+		err := s.view(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketAudit)
+			if b == nil {
+				done = true
+				return nil
+			}
+			c := b.Cursor()
+			k, v := c.Seek(seqKey(next))
+			for n := 0; k != nil && n < scanChunk; k, v = c.Next() {
+				n++
+				if len(k) == 8 {
+					next = binary.BigEndian.Uint64(k) + 1
+				}
+				r, ok := s.decodeRecord(k, v)
+				if ok && f.match(&r) {
+					recs = append(recs, r)
+				}
+			}
+			done = k == nil
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read audit log in %s: %w", s.path, err)
+		}
+		for _, r := range recs {
+			if !fn(r) {
+				return nil
+			}
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// auditLast collects the last f.Limit matching records by reading backwards, oldest first.
+func (s *Store) auditLast(f AuditFilter) ([]Record, error) {
+	var (
+		out    []Record
+		before uint64 // next chunk reads records below this seq; 0 = from the end
+	)
+	for len(out) < f.Limit {
+		done := false
+		err := s.view(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketAudit)
+			if b == nil {
+				done = true
+				return nil
+			}
+			c := b.Cursor()
+			var k, v []byte
+			if before == 0 {
+				k, v = c.Last()
+			} else if k, _ = c.Seek(seqKey(before)); k == nil {
+				k, v = c.Last()
+			} else {
+				k, v = c.Prev()
+			}
+			for n := 0; k != nil && n < scanChunk && len(out) < f.Limit; k, v = c.Prev() {
+				n++
+				if len(k) != 8 {
+					continue
+				}
+				seq := binary.BigEndian.Uint64(k)
+				if seq <= f.AfterSeq {
+					k = nil
+					break
+				}
+				before = seq
+				r, ok := s.decodeRecord(k, v)
+				if ok && f.match(&r) {
+					out = append(out, r)
+				}
+			}
+			done = k == nil
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read audit log in %s: %w", s.path, err)
+		}
+		if done {
+			break
+		}
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
+// AuditLast returns the last committed record; false when the log is empty or its last record
+// cannot be read.
+func (s *Store) AuditLast() (Record, bool) {
+	var (
+		r  Record
+		ok bool
+	)
+	err := s.view(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketAudit); b != nil {
+			if k, v := b.Cursor().Last(); k != nil {
+				r, ok = s.decodeRecord(k, v)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return Record{}, false
+	}
+	return r, ok
+}
+
+func (s *Store) decodeRecord(k, v []byte) (Record, bool) {
+	var r Record
+	if len(k) != 8 {
+		s.log.Warn("unexpected key in the audit log; skipped", "key", fmt.Sprintf("%x", k), "file", s.path)
+		return r, false
+	}
+	if err := json.Unmarshal(v, &r); err != nil {
+		s.log.Warn("unreadable audit record skipped; run `mcp-gateway audit verify`",
+			"seq", binary.BigEndian.Uint64(k), "file", s.path, "err", err)
+		return r, false
+	}
+	return r, true
+}
+
+// AuditVerify walks the whole audit log in Seq order, recomputing every record's hash over its
+// stored bytes and checking every Prev link and that no sequence number is missing. It returns
+// how many records verified before the first break, and that break (nil when the chain is
+// intact). A single changed byte in a stored record is reported at that record.
+func (s *Store) AuditVerify() (checked uint64, bad *VerifyError) {
+	expect := uint64(1)
+	prev := ""
+	for {
+		done := false
+		err := s.view(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketAudit)
+			if b == nil {
+				done = true
+				return nil
+			}
+			c := b.Cursor()
+			k, v := c.Seek(seqKey(expect))
+			for n := 0; k != nil && n < scanChunk; k, v = c.Next() {
+				n++
+				if len(k) != 8 {
+					bad = &VerifyError{Seq: expect, Reason: fmt.Sprintf("unexpected key %x in the audit log", k)}
+					return nil
+				}
+				if seq := binary.BigEndian.Uint64(k); seq != expect {
+					bad = &VerifyError{Seq: expect, Reason: fmt.Sprintf("record is missing (the next stored record is %d)", seq)}
+					return nil
+				}
+				hash, reason := verifyRecord(expect, v, prev)
+				if reason != "" {
+					bad = &VerifyError{Seq: expect, Reason: reason}
+					return nil
+				}
+				prev = hash
+				expect++
+				checked++
+			}
+			done = k == nil
+			return nil
+		})
+		if err != nil {
+			return checked, &VerifyError{Seq: expect, Reason: "cannot read the audit log: " + err.Error()}
+		}
+		if bad != nil || done {
+			return checked, bad
+		}
+	}
+}
+
+// verifyRecord checks one stored record against its position and the previous record's hash. It
+// returns the record's hash, or why the record breaks the chain.
+func verifyRecord(seq uint64, value []byte, prev string) (hash, reason string) {
+	var r Record
+	if err := json.Unmarshal(value, &r); err != nil {
+		return "", "record is not valid JSON: " + err.Error()
+	}
+	claimed, actual, ok := storedHash(value)
+	switch {
+	case !ok:
+		return "", "record does not end with its hash"
+	case actual != claimed:
+		return "", "record's contents do not match its hash: the record was changed after it was written"
+	case r.Seq != seq:
+		return "", fmt.Sprintf("record says it is %d but is stored as %d", r.Seq, seq)
+	case r.Prev != prev:
+		return "", fmt.Sprintf("record's prev link does not match the hash of record %d: a record before it was changed, removed or replaced", seq-1)
+	}
+	return claimed, ""
+}

@@ -1,0 +1,250 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// FileName is the name of the state file inside the gateway's state_dir.
+const FileName = "state.db"
+
+// schemaVersion is the layout of the buckets this package writes. A file written by a newer
+// layout is refused rather than misread.
+const schemaVersion = 1
+
+// lockTimeout bounds the wait for the state file's lock: a second process must fail fast with a
+// message, not hang behind the running gateway.
+const lockTimeout = 500 * time.Millisecond
+
+// defaultAuditBatch is the longest the audit writer waits to fill a group commit when nobody is
+// waiting for it.
+const defaultAuditBatch = 2 * time.Millisecond
+
+// Bucket names. Each holds one kind of state; see doc.go.
+var (
+	bucketMeta      = []byte("meta")
+	bucketLockouts  = []byte("lockouts")
+	bucketAudit     = []byte("audit")
+	bucketApprovals = []byte("approvals")
+	bucketPins      = []byte("pins")
+	keySchema       = []byte("schema")
+)
+
+// Errors the store returns. Each is wrapped with the name of the thing it concerns.
+var (
+	// ErrLocked: another process (or another Store in this one) holds the state file.
+	ErrLocked = errors.New("state file is in use")
+	// ErrClosed: the Store has been closed.
+	ErrClosed = errors.New("state store is closed")
+	// ErrReadOnly: the Store was opened with Options.ReadOnly and cannot write.
+	ErrReadOnly = errors.New("state store is open read-only")
+	// ErrNotFound: no approval or pin has that id or name.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: an approval with that id is already stored.
+	ErrExists = errors.New("already exists")
+	// ErrAlreadyDecided: the approval was already approved, denied or used.
+	ErrAlreadyDecided = errors.New("already decided")
+	// ErrExpired: the approval request passed its expiry before it was decided.
+	ErrExpired = errors.New("expired")
+	// ErrNotApproved: the approval cannot be consumed because it is not approved.
+	ErrNotApproved = errors.New("not approved")
+	// ErrAlreadyUsed: the approval was already consumed by the call it approved.
+	ErrAlreadyUsed = errors.New("already used")
+	// ErrNoPendingChange: a pin has no changed definition waiting for acceptance.
+	ErrNoPendingChange = errors.New("no pending definition change")
+)
+
+// Options configure [Open].
+type Options struct {
+	// Logger receives warnings about the state file and audit write failures. Nil discards them.
+	Logger *slog.Logger
+	// ReadOnly opens an existing state file with a shared lock, for inspection by a command
+	// while no gateway runs. Every write returns ErrReadOnly.
+	ReadOnly bool
+	// AuditBatch is the longest the audit writer waits for more records before a group commit
+	// when no caller is waiting on the batch. Zero means 2ms; negative means never wait.
+	AuditBatch time.Duration
+	// OnAuditCommit, if set, is called by the audit writer after each committed transaction
+	// with the number of records in it and how long the commit took (for a latency metric).
+	// It must return quickly.
+	OnAuditCommit func(records int, took time.Duration)
+	// Now is the clock for audit record times, lockout times and approval expiry. Nil means
+	// time.Now.
+	Now func() time.Time
+}
+
+// Store is the one owner of the gateway's bbolt state file. It implements [LockoutStore],
+// [ApprovalStore] and [PinStore], and its [Store.Audit] log is the only audit writer. All methods
+// are safe for concurrent use.
+type Store struct {
+	path     string
+	db       *bolt.DB
+	log      *slog.Logger
+	now      func() time.Time
+	readOnly bool
+	onCommit func(records int, took time.Duration)
+
+	// lockMu orders lockout writes so the in-memory view matches the file.
+	lockMu   sync.Mutex
+	lockouts atomic.Pointer[lockoutView]
+
+	audit *auditLog
+
+	closeOnce sync.Once
+	closeErr  error
+	closed    atomic.Bool
+}
+
+// Open opens (creating if needed) dir/state.db and takes its lock. It fails within about half
+// a second with an error wrapping [ErrLocked] (a [*LockedError] naming the file and the process
+// that likely holds it) when another process or Store already has the file. With ReadOnly the
+// file must exist and nothing is created.
+func Open(dir string, opts Options) (*Store, error) {
+	s := &Store{
+		path:     filepath.Join(dir, FileName),
+		log:      opts.Logger,
+		now:      opts.Now,
+		readOnly: opts.ReadOnly,
+		onCommit: opts.OnAuditCommit,
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if opts.ReadOnly {
+		if _, err := os.Stat(s.path); err != nil {
+			return nil, fmt.Errorf("open state file read-only: %w", err)
+		}
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create state directory: %w", err)
+	}
+
+	db, err := bolt.Open(s.path, 0o600, &bolt.Options{Timeout: lockTimeout, ReadOnly: opts.ReadOnly})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, lockedError(s.path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open state file %s: %w", s.path, err)
+	}
+	s.db = db
+	if !opts.ReadOnly {
+		if err := writeOwner(s.path, s.now()); err != nil {
+			s.log.Warn("cannot write the state file's owner record", "file", ownerPath(s.path), "err", err)
+		}
+	}
+	if err := s.init(); err != nil {
+		s.release()
+		return nil, err
+	}
+
+	tail, err := s.loadAuditTail()
+	if err != nil {
+		s.release()
+		return nil, err
+	}
+	batch := opts.AuditBatch
+	if batch == 0 {
+		batch = defaultAuditBatch
+	}
+	s.audit = newAuditLog(s, tail, batch)
+	return s, nil
+}
+
+// init creates the buckets, checks the layout version and loads the lockouts into memory.
+func (s *Store) init() error {
+	if !s.readOnly {
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			for _, name := range [][]byte{bucketMeta, bucketLockouts, bucketAudit, bucketApprovals, bucketPins} {
+				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+					return err
+				}
+			}
+			meta := tx.Bucket(bucketMeta)
+			if meta.Get(keySchema) == nil {
+				return meta.Put(keySchema, []byte(strconv.Itoa(schemaVersion)))
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("initialize state file %s: %w", s.path, err)
+		}
+	}
+	var version int
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if meta := tx.Bucket(bucketMeta); meta != nil {
+			if v := meta.Get(keySchema); v != nil {
+				n, err := strconv.Atoi(string(v))
+				if err != nil {
+					return fmt.Errorf("schema version %q is not a number", v)
+				}
+				version = n
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read state file %s: %w", s.path, err)
+	}
+	if version > schemaVersion {
+		return fmt.Errorf("state file %s has layout version %d, newer than this mcp-gateway understands (%d); use a newer mcp-gateway", s.path, version, schemaVersion)
+	}
+	return s.loadLockouts()
+}
+
+// Path is the state file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close commits every audit record appended before it, then closes the file and releases its
+// lock. Calling it again returns the first call's result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		auditErr := s.audit.close()
+		s.closeErr = errors.Join(auditErr, s.release())
+	})
+	return s.closeErr
+}
+
+// release closes the bbolt file and removes the owner record this process wrote.
+func (s *Store) release() error {
+	if !s.readOnly {
+		if err := os.Remove(ownerPath(s.path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.log.Warn("cannot remove the state file's owner record", "file", ownerPath(s.path), "err", err)
+		}
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close state file %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// update runs fn in one durable bbolt transaction: when it returns nil, the change is on disk.
+func (s *Store) update(fn func(tx *bolt.Tx) error) error {
+	if s.readOnly {
+		return ErrReadOnly
+	}
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return s.db.Update(fn)
+}
+
+// view runs fn in a read transaction.
+func (s *Store) view(fn func(tx *bolt.Tx) error) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return s.db.View(fn)
+}
