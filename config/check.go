@@ -43,6 +43,7 @@ func (d *decoder) check(cfg *Config) {
 	case top.valid("servers") && len(cfg.Servers) == 0:
 		d.errorf(top.lineOf("servers"), location{}, "servers is empty; list at least one upstream MCP server")
 	}
+	d.checkAudit(&cfg.Audit)
 	seen := map[string]int{} // server name -> index of its first server
 	for i := range cfg.Servers {
 		d.checkServer(cfg, i, dir, seen)
@@ -84,6 +85,20 @@ func (d *decoder) checkGateway(g *Gateway, dir string) {
 	d.enum(src, loc, "lockout_scope", &g.LockoutScope, LockoutGlobal, LockoutGlobal, LockoutServer)
 	d.enum(src, loc, "log_format", &g.LogFormat, LogFormatText, LogFormatText, LogFormatJSON)
 	d.enum(src, loc, "log_level", &g.LogLevel, LogLevelInfo, LogLevelDebug, LogLevelInfo, LogLevelWarn, LogLevelError)
+}
+
+func (d *decoder) checkAudit(a *Audit) {
+	src := d.src[a]
+	if src == nil || !src.given("redact_keys") {
+		a.RedactKeys = append([]string(nil), DefaultRedactKeys...)
+		return
+	}
+	keys := d.src[&a.RedactKeys]
+	for i, k := range a.RedactKeys {
+		if strings.TrimSpace(k) == "" && keys.itemOK(i) {
+			d.errorf(keys.itemLine(i, 0), location{path: "audit.redact_keys"}.index(i, ""), "is empty; it would redact every argument")
+		}
+	}
 }
 
 // checkListen returns what is wrong with a listen address, or "".
@@ -256,6 +271,8 @@ func (d *decoder) checkTools(s *Server, loc location) {
 	}
 	d.globs(s.Tools.Include, d.src[&s.Tools.Include], loc.field("include"))
 	d.globs(s.Tools.Exclude, d.src[&s.Tools.Exclude], loc.field("exclude"))
+
+	d.enum(t, loc, "on_invalid_schema", &s.Tools.OnInvalidSchema, OnInvalidSchemaExclude, OnInvalidSchemaExclude, OnInvalidSchemaUnvalidated)
 
 	hidden := d.src[&s.Tools.Hidden]
 	for i, name := range s.Tools.Hidden {

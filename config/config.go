@@ -4,6 +4,7 @@ package config
 type Config struct {
 	Gateway Gateway  `yaml:"gateway" json:"gateway,omitempty" jsonschema:"description=Settings of the gateway process itself."`
 	Servers []Server `yaml:"servers" json:"servers" jsonschema:"minItems=1,description=The upstream MCP servers the gateway fronts."`
+	Audit   Audit    `yaml:"audit" json:"audit,omitempty" jsonschema:"description=What the audit log keeps."`
 
 	// Path is the file the configuration was read from ("" when built in code).
 	Path string `yaml:"-" json:"-"`
@@ -24,6 +25,10 @@ type Gateway struct {
 	LockoutScope string `yaml:"lockout_scope" json:"lockout_scope,omitempty" jsonschema:"enum=global,enum=server,description=global: a lockout blocks every physical server; server: only the server that timed out."`
 	// LogFormat is "text" or "json"; logs always go to stderr.
 	LogFormat string `yaml:"log_format" json:"log_format,omitempty" jsonschema:"enum=text,enum=json,description=Log format on stderr (default text)."`
+	// AdminTokenEnv names the environment variable holding the token of the /admin API. Without
+	// it the gateway writes a fresh random token to admin.token in state_dir at every start
+	// (readable only by its user), which the CLI picks up.
+	AdminTokenEnv string `yaml:"admin_token_env" json:"admin_token_env,omitempty" jsonschema:"description=Environment variable holding the /admin bearer token; without it a random token is written to admin.token in state_dir at start."`
 	// LogLevel is "debug", "info", "warn" or "error".
 	LogLevel string `yaml:"log_level" json:"log_level,omitempty" jsonschema:"enum=debug,enum=info,enum=warn,enum=error,description=Minimum log level (default info)."`
 }
@@ -66,6 +71,16 @@ type Tools struct {
 	Exclude   []string                `yaml:"exclude" json:"exclude,omitempty" jsonschema:"description=Globs of upstream tool names to leave out."`
 	Hidden    []string                `yaml:"hidden" json:"hidden,omitempty" jsonschema:"description=Upstream tool names never listed and never callable by a model."`
 	Overrides map[string]ToolOverride `yaml:"overrides" json:"overrides,omitempty" jsonschema:"description=Per upstream tool settings."`
+	// OnInvalidSchema says what happens to a tool whose input schema does not compile:
+	// "exclude" leaves it out (logged), "unvalidated" serves it without argument validation.
+	OnInvalidSchema string `yaml:"on_invalid_schema" json:"on_invalid_schema,omitempty" jsonschema:"enum=exclude,enum=unvalidated,description=A tool whose input schema does not compile is left out (exclude; default) or served without argument validation (unvalidated)."`
+}
+
+// Audit configures the audit log.
+type Audit struct {
+	// RedactKeys are argument keys whose values never reach the audit log: a key matches when,
+	// lower-cased, it contains one of these. The log keeps a digest of the original arguments.
+	RedactKeys []string `yaml:"redact_keys" json:"redact_keys,omitempty" jsonschema:"description=Argument keys (case-insensitive substrings) whose values are replaced by [REDACTED] in the audit log (default: password passwd secret token api_key apikey authorization credential private_key)."`
 }
 
 // ToolOverride adjusts one upstream tool.
@@ -86,6 +101,9 @@ const (
 	DefaultStartupTimeoutSec    = 15
 	DefaultRestartBackoffMaxSec = 30
 	DefaultQueueSize            = 16
+
+	OnInvalidSchemaExclude     = "exclude"
+	OnInvalidSchemaUnvalidated = "unvalidated"
 
 	ToolNamesPrefixed   = "prefixed"
 	ToolNamesBare       = "bare"
@@ -128,3 +146,7 @@ func (c *Config) Server(name string) *Server {
 	}
 	return nil
 }
+
+// DefaultRedactKeys are the argument keys redacted from the audit log when audit.redact_keys is
+// absent.
+var DefaultRedactKeys = []string{"password", "passwd", "secret", "token", "api_key", "apikey", "authorization", "credential", "private_key"}

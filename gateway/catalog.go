@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/governor"
+	"github.com/mcp-gateway/mcp-gateway/governor/argschema"
 )
 
 // Source is one upstream server's contribution to the catalog: its configuration, the tools it
@@ -41,7 +42,11 @@ func (p Problem) String() string { return p.Msg }
 // BuildCatalog builds the catalog from the servers' tool lists, in the order given (config
 // order). It never fails on an upstream's definitions: a tool that cannot be served is left out
 // and reported as a Problem.
-func BuildCatalog(cfg *config.Config, sources []Source) (*Catalog, []Problem) {
+//
+// compile, when not nil, compiles each listed tool's input schema for argument validation; a
+// tool whose schema does not compile is left out, or served unvalidated when its server's
+// tools.on_invalid_schema says so.
+func BuildCatalog(cfg *config.Config, sources []Source, compile CompileFunc) (*Catalog, []Problem) {
 	naming := cfg.Gateway.ToolNames
 	c := &Catalog{byName: make(map[string]*governor.Tool)}
 	var problems []Problem
@@ -77,6 +82,20 @@ func BuildCatalog(cfg *config.Config, sources []Source) (*Catalog, []Problem) {
 					continue
 				}
 				t.Definition = def
+				if compile != nil {
+					schema, err := compile(public, def.InputSchema)
+					switch {
+					case err == nil:
+						t.Schema = schema
+					case filters.OnInvalidSchema == config.OnInvalidSchemaUnvalidated:
+						problems = append(problems, Problem{Server: src.Server.Name, Tool: up.Name,
+							Msg: fmt.Sprintf("server %s: tool %s is served WITHOUT argument validation (tools.on_invalid_schema: unvalidated): %v", src.Server.Name, up.Name, err)})
+					default:
+						problems = append(problems, Problem{Server: src.Server.Name, Tool: up.Name,
+							Msg: fmt.Sprintf("server %s: tool %s is left out: %v (set tools.on_invalid_schema: unvalidated to serve it without argument validation)", src.Server.Name, up.Name, err)})
+						continue
+					}
+				}
 				c.listed = append(c.listed, t)
 			}
 			c.byName[public] = t
@@ -92,6 +111,9 @@ func collision(file string, prev, t *governor.Tool) Problem {
 			"set tool_names: prefixed, or exclude the tool from one server (tools.exclude)",
 		filepath.Base(file), t.Upstream, prev.Server, prev.ServerConfig.Line, t.Server, t.ServerConfig.Line)}
 }
+
+// CompileFunc compiles a tool's input schema for argument validation.
+type CompileFunc func(public string, schema any) (*argschema.Schema, error)
 
 // PublicName is the name a tool is listed under: "<server>__<tool>" when naming is prefixed,
 // the upstream name when it is bare.

@@ -27,7 +27,7 @@ func TestCatalogNamingAndFilters(t *testing.T) {
 		}},
 		{Server: cam, Tools: []*mcp.Tool{{Name: "snapshot", InputSchema: obj()}, {Name: "reboot", InputSchema: obj()}}},
 	}
-	cat, problems := BuildCatalog(&config.Config{Path: "cell.yaml", Gateway: config.Gateway{ToolNames: config.ToolNamesPrefixed}}, sources)
+	cat, problems := BuildCatalog(&config.Config{Path: "cell.yaml", Gateway: config.Gateway{ToolNames: config.ToolNamesPrefixed}}, sources, nil)
 	if len(problems) != 0 {
 		t.Fatalf("problems: %v", problems)
 	}
@@ -59,7 +59,7 @@ func TestCatalogBareCollision(t *testing.T) {
 	_, problems := BuildCatalog(&config.Config{Path: "/etc/cell.yaml", Gateway: config.Gateway{ToolNames: config.ToolNamesBare}}, []Source{
 		{Server: a, Tools: []*mcp.Tool{{Name: "stop", InputSchema: obj()}}},
 		{Server: b, Tools: []*mcp.Tool{{Name: "stop", InputSchema: obj()}}},
-	})
+	}, nil)
 	if len(problems) != 1 || !problems[0].Fatal {
 		t.Fatalf("want one fatal problem, got %v", problems)
 	}
@@ -112,7 +112,7 @@ func TestCatalogLeavesOutBadSchemas(t *testing.T) {
 	s := &config.Server{Name: "x"}
 	cat, problems := BuildCatalog(&config.Config{Gateway: config.Gateway{ToolNames: config.ToolNamesPrefixed}}, []Source{
 		{Server: s, Tools: []*mcp.Tool{{Name: "good", InputSchema: obj()}, {Name: "bad", InputSchema: map[string]any{"type": "string"}}}},
-	})
+	}, nil)
 	if len(cat.Tools()) != 1 || len(problems) != 1 || problems[0].Fatal || !strings.Contains(problems[0].Msg, "bad") {
 		t.Fatalf("tools %d, problems %v", len(cat.Tools()), problems)
 	}

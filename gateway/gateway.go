@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/governor"
+	"github.com/mcp-gateway/mcp-gateway/store"
 	"github.com/mcp-gateway/mcp-gateway/upstream"
 )
 
@@ -29,6 +31,13 @@ type Options struct {
 	Logger *slog.Logger
 	// RequireAll makes Start fail when any upstream is not ready within its startup timeout.
 	RequireAll bool
+	// Store is the state file: lockouts and the audit log. Without it the gateway lists tools
+	// but refuses every call, since it could neither honour nor record a lockout.
+	Store *store.Store
+	// Registry receives the gateway's metrics; nil means none are collected.
+	Registry *prometheus.Registry
+	// AdminToken guards the /admin API; "" disables it.
+	AdminToken string
 }
 
 // Gateway is one running gateway: its upstreams, its catalog, its call chain and its MCP server.
@@ -38,9 +47,11 @@ type Gateway struct {
 	log  *slog.Logger
 	ups  *upstream.Manager
 
-	catalog atomic.Pointer[Catalog]
-	chain   governor.Handler
-	server  *mcp.Server
+	catalog  atomic.Pointer[Catalog]
+	schemas  *schemaCache
+	lockouts *governor.Lockouts
+	chain    governor.Handler
+	server   *mcp.Server
 
 	syncMu sync.Mutex                 // serialises catalog rebuilds and the server's tool list
 	served map[string]json.RawMessage // public name → definition registered with server
@@ -55,21 +66,28 @@ func New(cfg *config.Config, opts Options) *Gateway {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{cfg: cfg, opts: opts, log: logger, served: make(map[string]json.RawMessage)}
+	g := &Gateway{cfg: cfg, opts: opts, log: logger, served: make(map[string]json.RawMessage), schemas: newSchemaCache()}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	g.callPrefix = hex.EncodeToString(b[:]) + "-"
 	g.catalog.Store(&Catalog{byName: map[string]*governor.Tool{}})
 
-	g.ups = upstream.NewManager(cfg.Servers, upstream.Options{
+	upOpts := upstream.Options{
 		Logger:         logger,
 		OnToolsChanged: func(string) { g.refresh() },
-	})
-	g.chain = governor.Chain(governor.Dispatch(),
-		governor.Log(logger),
-		governor.Resolve(g),
-		governor.CheckResult(),
-	)
+	}
+	if opts.Store != nil {
+		g.lockouts = governor.NewLockouts(opts.Store, cfg.Gateway.LockoutScope)
+		upOpts.Admit = g.lockouts.Admit(func(server string) bool {
+			s := cfg.Server(server)
+			return s != nil && s.Physical
+		})
+	}
+	g.ups = upstream.NewManager(cfg.Servers, upOpts)
+	g.chain = g.buildChain()
+	if opts.Registry != nil {
+		registerGatewayMetrics(opts.Registry, g)
+	}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: cfg.Gateway.Name, Title: "mcp-gateway", Version: Version},
 		&mcp.ServerOptions{
 			Logger:       logger,
@@ -77,6 +95,33 @@ func New(cfg *config.Config, opts Options) *Gateway {
 		})
 	g.server.AddReceivingMiddleware(g.unlistedCalls)
 	return g
+}
+
+// buildChain composes the governed call chain of SPEC.md §6, once. Outermost first: metrics and
+// audit see every call and its final outcome; the lockout is committed right around dispatch,
+// before the failure travels back out.
+func (g *Gateway) buildChain() governor.Handler {
+	st := g.opts.Store
+	if st == nil {
+		return governor.HandlerFunc(func(ctx context.Context, c *governor.Call) *governor.Outcome {
+			return governor.Refuse(governor.KindUpstreamUnavailable,
+				"this gateway instance runs without its state file and does not serve tool calls; use `mcp-gateway serve`")
+		})
+	}
+	var steps []governor.Step
+	if g.opts.Registry != nil {
+		steps = append(steps, governor.NewMetrics(g.opts.Registry).Observe())
+	}
+	steps = append(steps,
+		governor.Audit(st.Audit(), governor.NewRedactor(g.cfg.Audit.RedactKeys)),
+		governor.Log(g.log),
+		governor.Resolve(g),
+		governor.CheckLockout(g.lockouts),
+		governor.Validate(),
+		governor.CheckResult(),
+		governor.LockOnUnknown(st, st.Audit(), g.log),
+	)
+	return governor.Chain(governor.Dispatch(), steps...)
 }
 
 // Start starts every upstream concurrently and builds the catalog. It fails when two servers
@@ -198,10 +243,11 @@ func (g *Gateway) refresh() []Problem {
 		u := g.ups.Get(s.Name)
 		sources = append(sources, Source{Server: s, Tools: u.Tools(), Dispatcher: u})
 	}
-	cat, problems := BuildCatalog(g.cfg, sources)
+	cat, problems := BuildCatalog(g.cfg, sources, g.schemas.compile)
+	g.schemas.retain()
 	var fatal []Problem
 	for _, p := range problems {
-		g.log.Error("tool left out of the catalog", "server", p.Server, "tool", p.Tool, "reason", p.Msg)
+		g.log.Error("catalog problem", "server", p.Server, "tool", p.Tool, "reason", p.Msg)
 		if p.Fatal {
 			fatal = append(fatal, p)
 		}

@@ -3,13 +3,16 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Handler serves the gateway over HTTP: streamable MCP at /mcp, liveness at /healthz and
-// readiness at /readyz (ready when every upstream is up and has listed its tools).
+// Handler serves the gateway over HTTP: streamable MCP at /mcp, liveness at /healthz,
+// readiness at /readyz (ready when every upstream is up and has listed its tools), Prometheus
+// metrics at /metrics and the operators' API under /admin/.
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &mcp.StreamableHTTPOptions{
@@ -17,6 +20,10 @@ func (g *Gateway) Handler() http.Handler {
 		// A client that goes away cancels its calls, which tells the upstream to stop.
 		PropagateRequestCancellation: true,
 	}))
+	if g.opts.Registry != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(g.opts.Registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelError)}))
+	}
+	mux.Handle("/admin/", g.adminHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))

@@ -28,6 +28,8 @@ type Call struct {
 
 	// Tool is the resolved tool, set by the resolve step.
 	Tool *Tool
+	// Dispatched is set once the call has been handed to its server.
+	Dispatched bool
 }
 
 // Outcome is what the chain made of a call: the result the caller receives and how it ended.
@@ -42,6 +44,9 @@ type Outcome struct {
 	RunID string
 	// Reason is the failure reason, "" on success.
 	Reason string
+	// Unknown is set when a call was sent and what it did is unknown: it timed out, its server
+	// died during it, or it was cancelled in flight. On a physical server this locks out.
+	Unknown bool
 }
 
 // Label is the outcome's bounded label for metrics and audit: the failure kind, or

@@ -18,6 +18,7 @@ func Dispatch() Handler {
 		deadline := upstream.Deadline(*t.ServerConfig, c.Args)
 		callCtx, cancel := context.WithTimeout(ctx, deadline)
 		defer cancel()
+		c.Dispatched = true
 		res, err := t.Dispatcher.Call(callCtx, t.Upstream, c.Args, c.Progress)
 		if err == nil {
 			if res == nil {
@@ -33,14 +34,18 @@ func Dispatch() Handler {
 func dispatchFailure(ctx, callCtx context.Context, c *Call, deadline time.Duration, err error) *Outcome {
 	t := c.Tool
 	var callErr *upstream.CallError
-	notSent := errors.Is(err, upstream.ErrUnavailable) || errors.Is(err, upstream.ErrQueueFull)
+	var locked *LockoutError
+	notSent := errors.Is(err, upstream.ErrUnavailable) || errors.Is(err, upstream.ErrQueueFull) || errors.As(err, &locked)
 	switch {
+	case locked != nil:
+		// The call waited for its turn behind a call that then locked the server out.
+		return Refuse(KindExecutionStatusUnknown, locked.Reason())
 	case ctx.Err() != nil && notSent:
 		return Refuse(KindCancelled, fmt.Sprintf(
 			"the call to %s was cancelled by the caller before it was sent to server %s; nothing was done.", c.Name, t.Server))
 	case ctx.Err() != nil:
-		return Refuse(KindCancelled, fmt.Sprintf(
-			"the call to %s was cancelled by the caller before it finished; the server %s was told to stop it. What the robot did is not known from here.", c.Name, t.Server))
+		return unknown(Refuse(KindCancelled, fmt.Sprintf(
+			"the call to %s was cancelled by the caller before it finished; the server %s was told to stop it. What the robot did is not known from here.", c.Name, t.Server)))
 	case errors.Is(err, upstream.ErrQueueFull):
 		return Refuse(KindUpstreamBusy, fmt.Sprintf(
 			"server %s runs one physical action at a time and too many calls are already waiting; wait for the current action to finish, then call %s again.", t.Server, c.Name))
@@ -48,23 +53,29 @@ func dispatchFailure(ctx, callCtx context.Context, c *Call, deadline time.Durati
 		return Refuse(KindUpstreamUnavailable, fmt.Sprintf(
 			"the call to %s was not sent: %v. The gateway keeps restarting servers that stopped; try again later or tell the operator.", c.Name, err))
 	case errors.Is(callCtx.Err(), context.DeadlineExceeded):
-		return Refuse(KindExecutionStatusUnknown, timeoutReason(c, deadline))
+		return unknown(Refuse(KindExecutionStatusUnknown, timeoutReason(c, deadline)))
 	case errors.As(err, &callErr) && callErr.Crashed:
 		if t.Physical() {
-			return Refuse(KindExecutionStatusUnknown, fmt.Sprintf(
-				"server %s stopped during the call to %s, so what the robot did is unknown. Check the robot's state before any further physical action.", t.Server, c.Name))
+			return unknown(Refuse(KindExecutionStatusUnknown, fmt.Sprintf(
+				"server %s stopped during the call to %s, so what the robot did is unknown.", t.Server, c.Name)))
 		}
-		return Refuse(KindUpstreamUnavailable, fmt.Sprintf(
-			"server %s stopped during the call to %s and is being restarted; the call may or may not have taken effect. Try again in a moment.", t.Server, c.Name))
+		return unknown(Refuse(KindUpstreamUnavailable, fmt.Sprintf(
+			"server %s stopped during the call to %s and is being restarted; the call may or may not have taken effect. Try again in a moment.", t.Server, c.Name)))
 	default:
 		return Refuse(KindUpstreamError, fmt.Sprintf("server %s answered the call to %s with an error: %v", t.Server, c.Name, err))
 	}
 }
 
+// unknown marks an outcome whose call was sent and whose effect is unknown.
+func unknown(o *Outcome) *Outcome {
+	o.Unknown = true
+	return o
+}
+
 func timeoutReason(c *Call, deadline time.Duration) string {
 	if c.Tool.Physical() {
 		return fmt.Sprintf(
-			"the call to %s did not finish within its deadline of %s and was cancelled; server %s moves hardware, so what the robot did is unknown. Check the robot's state before any further physical action.",
+			"the call to %s did not finish within its deadline of %s and was cancelled; server %s moves hardware, so what the robot did is unknown.",
 			c.Name, deadline, c.Tool.Server)
 	}
 	return fmt.Sprintf("the call to %s did not finish within its deadline of %s and was cancelled; its outcome is unknown.", c.Name, deadline)

@@ -7,6 +7,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/governor/argschema"
 )
 
 // Tool is a tool the gateway knows by its public name: where it lives and how it is governed.
@@ -26,6 +27,8 @@ type Tool struct {
 	ServerConfig *config.Server
 	// Dispatcher sends the call to the upstream.
 	Dispatcher Dispatcher
+	// Schema validates the arguments; nil when the tool is served unvalidated.
+	Schema *argschema.Schema
 }
 
 // Physical reports whether the tool's calls move hardware.

@@ -62,6 +62,11 @@ func (u *Upstream) Call(ctx context.Context, name string, args json.RawMessage, 
 		}
 		defer u.queue.release()
 	}
+	if admit := u.opts.Admit; admit != nil {
+		if err := admit(u.cfg.Name); err != nil {
+			return nil, fmt.Errorf("server %q refused the call before sending it: %w", u.cfg.Name, err)
+		}
+	}
 	params := &mcp.CallToolParams{Name: name}
 	if len(args) > 0 {
 		params.Arguments = args // sent as the raw JSON it holds

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -147,5 +148,32 @@ func TestFIFOHandsOverATurnThatArrivesAsTheWaitEnds(t *testing.T) {
 	}
 	if q.queued() != 0 {
 		t.Errorf("%d still queued", q.queued())
+	}
+}
+
+func TestAdmitRefusesBeforeSending(t *testing.T) {
+	refused := errors.New("locked out")
+	var admit atomic.Bool
+	m, err := startManager(t, []config.Server{stdioServer(t, "tools")}, Options{Admit: func(server string) error {
+		if server != "robot" {
+			t.Errorf("Admit asked for %q", server)
+		}
+		if admit.Load() {
+			return nil
+		}
+		return refused
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	u := m.Get("robot")
+	if _, err := u.Call(ctx, "echo", json.RawMessage(`{"text":"x"}`), nil); !errors.Is(err, refused) {
+		t.Fatalf("err = %v, want the Admit error", err)
+	}
+	admit.Store(true)
+	if _, err := u.Call(ctx, "echo", json.RawMessage(`{"text":"x"}`), nil); err != nil {
+		t.Fatalf("admitted call: %v", err)
 	}
 }

@@ -29,6 +29,11 @@ type Options struct {
 	// OnStateChange, if set, is called after a server's state changed. Calls for one server
 	// never overlap. It must return promptly and must not call Restart or Close.
 	OnStateChange func(server string, s State)
+	// Admit, if set, is asked right before a call is sent (after a physical server's call got
+	// its turn): an error refuses the call, which is then not sent, and Call returns that error
+	// wrapped. It must be fast; the gateway checks lockouts here, so that calls that queued
+	// behind a call that timed out are refused too.
+	Admit func(server string) error
 }
 
 // Manager supervises every configured upstream server.

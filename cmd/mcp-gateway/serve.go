@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -9,10 +11,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/gateway"
+	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -42,7 +46,29 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	logger := newLogger(cfg, stderr)
 
-	g := gateway.New(cfg, gateway.Options{Logger: logger, RequireAll: *requireAll})
+	reg := gateway.NewRegistry()
+	st, err := store.Open(cfg.Gateway.StateDir, store.Options{Logger: logger, OnAuditCommit: gateway.AuditMetrics(reg)})
+	if err != nil {
+		return fmt.Errorf("opening the state file: %w", err)
+	}
+	defer func() {
+		// Last: every audit record of the calls above is flushed before the process exits.
+		if err := st.Close(); err != nil {
+			logger.Error("closing the state file", "error", err)
+		}
+	}()
+	token, err := adminToken(cfg)
+	if err != nil {
+		return err
+	}
+	if n := len(st.Lockouts()); n > 0 {
+		for _, l := range st.Lockouts() {
+			logger.Warn("physical actions are locked out from before this start; an operator must inspect the robot and unlock",
+				"server", l.Server, "tool", l.Tool, "since", l.At, "reason", l.Reason)
+		}
+	}
+
+	g := gateway.New(cfg, gateway.Options{Logger: logger, RequireAll: *requireAll, Store: st, Registry: reg, AdminToken: token})
 	defer func() {
 		if err := g.Close(); err != nil {
 			logger.Error("stopping upstreams", "error", err)
@@ -119,4 +145,34 @@ func newLogger(cfg *config.Config, stderr io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(stderr, opts))
 	}
 	return slog.New(slog.NewTextHandler(stderr, opts))
+}
+
+// AdminTokenFile is the file in the state directory holding the admin token the gateway made
+// at start, when gateway.admin_token_env is not set.
+const AdminTokenFile = "admin.token"
+
+// adminToken is the /admin bearer token: from gateway.admin_token_env, or a fresh random one
+// written to admin.token in the state directory (mode 0600), where the CLI of the same user
+// finds it.
+func adminToken(cfg *config.Config) (string, error) {
+	if env := cfg.Gateway.AdminTokenEnv; env != "" {
+		token := os.Getenv(env)
+		if len(token) < 16 {
+			return "", fmt.Errorf("gateway.admin_token_env names %s, which must hold a token of at least 16 characters", env)
+		}
+		return token, nil
+	}
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	token := hex.EncodeToString(b[:])
+	path := filepath.Join(cfg.Gateway.StateDir, AdminTokenFile)
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("writing the admin token: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		return "", fmt.Errorf("writing the admin token: %w", err)
+	}
+	return token, nil
 }

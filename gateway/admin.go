@@ -1,0 +1,248 @@
+package gateway
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcp-gateway/mcp-gateway/store"
+)
+
+// Status is the gateway's state as /admin/status and `mcp-gateway status` report it.
+type Status struct {
+	Gateway   string           `json:"gateway"`
+	Version   string           `json:"version"`
+	StateFile string           `json:"state_file"`
+	Upstreams []UpstreamStatus `json:"upstreams"`
+	Lockouts  []LockoutStatus  `json:"lockouts"`
+}
+
+// UpstreamStatus is one upstream server's state.
+type UpstreamStatus struct {
+	Name      string `json:"name"`
+	State     string `json:"state"`
+	Physical  bool   `json:"physical"`
+	Tools     int    `json:"tools"`
+	Restarts  int    `json:"restarts"`
+	LastError string `json:"last_error,omitempty"`
+}
+
+// LockoutStatus is an active lockout and its age.
+type LockoutStatus struct {
+	store.Lockout
+	AgeSec float64 `json:"age_sec"`
+}
+
+// ResetRequest is the body of POST /admin/lockouts/{server}/reset.
+type ResetRequest struct {
+	Reason   string `json:"reason"`
+	Operator string `json:"operator"`
+}
+
+// ResetResult says what a reset cleared and whether the upstream restarted.
+type ResetResult struct {
+	Cleared      store.Lockout `json:"cleared"`
+	Restarted    bool          `json:"restarted"`
+	RestartError string        `json:"restart_error,omitempty"`
+}
+
+// ErrNotLocked: the server has no active lockout.
+var ErrNotLocked = errors.New("no active lockout")
+
+// Status reports upstreams and lockouts.
+func (g *Gateway) Status() Status {
+	st := Status{Gateway: g.cfg.Gateway.Name, Version: Version, Upstreams: []UpstreamStatus{}, Lockouts: []LockoutStatus{}}
+	for _, u := range g.ups.All() {
+		cfg := u.Config()
+		st.Upstreams = append(st.Upstreams, UpstreamStatus{
+			Name: u.Name(), State: u.State().String(), Physical: cfg.Physical,
+			Tools: len(u.Tools()), Restarts: u.Restarts(), LastError: u.LastError(),
+		})
+	}
+	if s := g.opts.Store; s != nil {
+		st.StateFile = s.Path()
+		for _, l := range s.Lockouts() {
+			st.Lockouts = append(st.Lockouts, LockoutStatus{Lockout: l, AgeSec: time.Since(l.At).Seconds()})
+		}
+	}
+	return st
+}
+
+// Unlock clears a server's lockout on an operator's word: the reset is audited (synchronously)
+// with who and why, and the server is restarted so that the robot runtime starts from a known
+// state.
+func (g *Gateway) Unlock(ctx context.Context, server, operator, reason string) (ResetResult, error) {
+	var res ResetResult
+	if strings.TrimSpace(reason) == "" {
+		return res, errors.New("a reason is required: say what was inspected on the robot")
+	}
+	if g.cfg.Server(server) == nil {
+		return res, fmt.Errorf("no server named %q in the config", server)
+	}
+	st := g.opts.Store
+	cleared, ok, err := st.ClearLockout(server)
+	if err != nil {
+		return res, fmt.Errorf("clearing the lockout of %s: %w", server, err)
+	}
+	if !ok {
+		return res, fmt.Errorf("server %s: %w", server, ErrNotLocked)
+	}
+	res.Cleared = cleared
+	rec := store.Record{
+		Type: store.RecordOperator, Action: "unlock", Principal: operator, Server: server,
+		Tool: cleared.Tool, CallID: cleared.CallID, Reason: reason,
+		Detail: map[string]any{"locked_at": cleared.At, "lockout_reason": cleared.Reason},
+	}
+	if _, err := st.Audit().AppendSync(context.WithoutCancel(ctx), rec); err != nil {
+		g.log.Error("audit record of an unlock not written", "server", server, "error", err)
+	}
+	g.log.Warn("lockout cleared by an operator", "server", server, "operator", operator, "reason", reason)
+	if u := g.ups.Get(server); u != nil {
+		if err := u.Restart(ctx); err != nil {
+			res.RestartError = err.Error()
+		} else {
+			res.Restarted = true
+		}
+	}
+	return res, nil
+}
+
+// adminHandler serves /admin/... behind the admin bearer token.
+func (g *Gateway) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /admin/status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, g.Status())
+	})
+	mux.HandleFunc("GET /admin/lockouts", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, g.Status().Lockouts)
+	})
+	mux.HandleFunc("POST /admin/lockouts/{server}/reset", func(w http.ResponseWriter, r *http.Request) {
+		var req ResetRequest
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil {
+			writeError(w, http.StatusBadRequest, `the body must be JSON: {"reason": "what was inspected", "operator": "who"}`)
+			return
+		}
+		if req.Operator == "" {
+			req.Operator = "admin"
+		}
+		res, err := g.Unlock(r.Context(), r.PathValue("server"), req.Operator, req.Reason)
+		switch {
+		case errors.Is(err, ErrNotLocked):
+			writeError(w, http.StatusNotFound, err.Error())
+		case err != nil:
+			writeError(w, http.StatusBadRequest, err.Error())
+		default:
+			writeJSON(w, http.StatusOK, res)
+		}
+	})
+	mux.HandleFunc("GET /admin/audit", func(w http.ResponseWriter, r *http.Request) {
+		f, err := ParseAuditFilter(r.URL.Query())
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		if err := g.opts.Store.Audit().Flush(r.Context()); err != nil {
+			writeError(w, http.StatusServiceUnavailable, "flushing the audit log: "+err.Error())
+			return
+		}
+		w.Header().Set("Content-Type", "application/jsonl")
+		enc := json.NewEncoder(w)
+		err = g.opts.Store.AuditScan(f, func(rec store.Record) bool { return enc.Encode(rec) == nil })
+		if err != nil {
+			g.log.Error("reading the audit log", "error", err)
+		}
+	})
+	mux.HandleFunc("GET /admin/audit/verify", func(w http.ResponseWriter, r *http.Request) {
+		if err := g.opts.Store.Audit().Flush(r.Context()); err != nil {
+			writeError(w, http.StatusServiceUnavailable, "flushing the audit log: "+err.Error())
+			return
+		}
+		checked, bad := g.opts.Store.AuditVerify()
+		writeJSON(w, http.StatusOK, VerifyResult{Checked: checked, OK: bad == nil, Bad: bad})
+	})
+	return g.requireAdmin(mux)
+}
+
+// VerifyResult is the answer of /admin/audit/verify.
+type VerifyResult struct {
+	Checked uint64             `json:"checked"`
+	OK      bool               `json:"ok"`
+	Bad     *store.VerifyError `json:"bad,omitempty"`
+}
+
+// ParseAuditFilter reads server, tool, kind, type, since (RFC 3339 time or a duration such as
+// 2h), after (a sequence number) and limit (the last N records).
+func ParseAuditFilter(q interface{ Get(string) string }) (store.AuditFilter, error) {
+	f := store.AuditFilter{Server: q.Get("server"), Tool: q.Get("tool"), Kind: q.Get("kind"), Type: q.Get("type")}
+	if s := q.Get("since"); s != "" {
+		t, err := ParseSince(s, time.Now())
+		if err != nil {
+			return f, err
+		}
+		f.Since = t
+	}
+	if s := q.Get("after"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return f, fmt.Errorf("after must be a record sequence number, got %q", s)
+		}
+		f.AfterSeq = n
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return f, fmt.Errorf("limit must be a number of records, got %q", s)
+		}
+		f.Limit = n
+	}
+	return f, nil
+}
+
+// ParseSince reads an RFC 3339 time, or a duration (such as 90m) meaning that long before now.
+func ParseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("since must be a duration (like 2h) or an RFC 3339 time (like 2026-11-30T08:00:00Z), got %q", s)
+	}
+	return t, nil
+}
+
+// requireAdmin lets a request through only with the admin bearer token, compared in constant
+// time. The token itself is never logged.
+func (g *Gateway) requireAdmin(next http.Handler) http.Handler {
+	want := []byte(g.opts.AdminToken)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(want) == 0 || g.opts.Store == nil {
+			writeError(w, http.StatusNotFound, "the admin API is not enabled on this gateway")
+			return
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-gateway admin"`)
+			writeError(w, http.StatusUnauthorized, "a valid admin bearer token is required (Authorization: Bearer <token>); the CLI reads it from admin.token in the state directory or MCP_GATEWAY_ADMIN_TOKEN")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}

@@ -1,0 +1,86 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/mcp-gateway/mcp-gateway/governor"
+	"github.com/mcp-gateway/mcp-gateway/upstream"
+)
+
+// NewRegistry is the gateway's private Prometheus registry, with the Go runtime and process
+// collectors. The gateway's own collectors are added by New and AuditMetrics.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// AuditMetrics registers the audit writer's commit latency with reg and returns the function to
+// give the store (store.Options.OnAuditCommit).
+func AuditMetrics(reg prometheus.Registerer) func(records int, took time.Duration) {
+	latency := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: governor.Namespace,
+		Name:      "audit_write_duration_seconds",
+		Help:      "Time to commit one group of audit records to the state file.",
+		Buckets:   prometheus.ExponentialBuckets(0.0001, 2, 16),
+	})
+	records := prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: governor.Namespace,
+		Name:      "audit_records_total",
+		Help:      "Audit records committed to the state file.",
+	})
+	reg.MustRegister(latency, records)
+	return func(n int, took time.Duration) {
+		latency.Observe(took.Seconds())
+		records.Add(float64(n))
+	}
+}
+
+// stateCollector reports the upstreams' and lockouts' state at scrape time, from the same
+// sources the gateway uses, so the metrics can never disagree with /readyz or the lockout check.
+type stateCollector struct {
+	g        *Gateway
+	up       *prometheus.Desc
+	restarts *prometheus.Desc
+	lockout  *prometheus.Desc
+}
+
+func registerGatewayMetrics(reg prometheus.Registerer, g *Gateway) {
+	reg.MustRegister(&stateCollector{
+		g: g,
+		up: prometheus.NewDesc(governor.Namespace+"_upstream_up",
+			"1 when the upstream server is running and has listed its tools, 0 otherwise.", []string{"server"}, nil),
+		restarts: prometheus.NewDesc(governor.Namespace+"_upstream_restarts_total",
+			"Times the upstream server was restarted after a crash, a failed start or an operator reset.", []string{"server"}, nil),
+		lockout: prometheus.NewDesc(governor.Namespace+"_lockout_active",
+			"1 while physical actions on the server are locked out awaiting an operator, 0 otherwise.", []string{"server"}, nil),
+	})
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.up
+	ch <- c.restarts
+	ch <- c.lockout
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.g.opts.Store
+	for _, u := range c.g.ups.All() {
+		up := 0.0
+		if u.State() == upstream.Ready && u.Tools() != nil {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up, u.Name())
+		ch <- prometheus.MustNewConstMetric(c.restarts, prometheus.CounterValue, float64(u.Restarts()), u.Name())
+		if st != nil {
+			locked := 0.0
+			if _, ok := st.Lockout(u.Name()); ok {
+				locked = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.lockout, prometheus.GaugeValue, locked, u.Name())
+		}
+	}
+}

@@ -1,0 +1,143 @@
+package governor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/store"
+)
+
+// Lockouts answers whether a physical server is locked out. It is built once over the store and
+// asked on every call, so it reads only the store's in-memory view.
+type Lockouts struct {
+	store store.LockoutStore
+	scope string // config.LockoutGlobal or config.LockoutServer
+}
+
+// NewLockouts is the lockout view for the configured scope.
+func NewLockouts(s store.LockoutStore, scope string) *Lockouts {
+	return &Lockouts{store: s, scope: scope}
+}
+
+// For returns the lockout that blocks calls to a physical server, if any: with global scope the
+// oldest active lockout of any server, with server scope that server's own.
+func (l *Lockouts) For(server string) (store.Lockout, bool) {
+	if l.scope == config.LockoutServer {
+		return l.store.Lockout(server)
+	}
+	active := l.store.Lockouts()
+	if len(active) == 0 {
+		return store.Lockout{}, false
+	}
+	return active[0], true
+}
+
+// LockoutError refuses a call because of an active lockout.
+type LockoutError struct {
+	Lockout store.Lockout
+	// Server is the server the refused call was for.
+	Server string
+}
+
+func (e *LockoutError) Error() string { return e.Reason() }
+
+// Reason tells a model or an operator why physical actions are blocked and what must happen.
+func (e *LockoutError) Reason() string { return lockoutReason(e.Server, e.Lockout) }
+
+func lockoutReason(server string, l store.Lockout) string {
+	var b strings.Builder
+	if server != l.Server {
+		fmt.Fprintf(&b, "Physical actions on every robot server are locked out (lockout_scope global), because of server %s: ", l.Server)
+	} else {
+		fmt.Fprintf(&b, "Physical actions on server %s are locked out: ", l.Server)
+	}
+	fmt.Fprintf(&b, "the call to %s (call %s) at %s left the robot in an unknown state (%s). ",
+		l.Tool, l.CallID, l.At.UTC().Format(time.RFC3339), strings.TrimSuffix(l.Reason, "."))
+	b.WriteString(operatorMust(l.Server))
+	return b.String()
+}
+
+// operatorMust says what has to happen before physical actions resume.
+func operatorMust(server string) string {
+	return fmt.Sprintf("An operator must inspect the robot and then reset the lockout with `mcp-gateway unlock %s --reason \"...\"`. "+
+		"Do not retry physical actions until then; tools of non-physical servers still work.", server)
+}
+
+// CheckLockout is step 2: a call to a physical server is refused with
+// KindExecutionStatusUnknown while a lockout covers that server.
+func CheckLockout(l *Lockouts) Step {
+	return func(next Handler) Handler {
+		return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
+			if c.Tool.Physical() {
+				if lo, locked := l.For(c.Tool.Server); locked {
+					return Refuse(KindExecutionStatusUnknown, lockoutReason(c.Tool.Server, lo))
+				}
+			}
+			return next.Handle(ctx, c)
+		})
+	}
+}
+
+// Admit is the upstream's last check before a call is sent (upstream.Options.Admit): a call that
+// waited for its turn behind one that then locked the server out is not sent.
+func (l *Lockouts) Admit(physical func(server string) bool) func(server string) error {
+	return func(server string) error {
+		if !physical(server) {
+			return nil
+		}
+		if lo, locked := l.For(server); locked {
+			return &LockoutError{Lockout: lo, Server: server}
+		}
+		return nil
+	}
+}
+
+// LockOnUnknown wraps dispatch (steps 6 and 7): when a call on a physical server ends with an
+// unknown outcome, the lockout is committed to the state file and an audit record written,
+// both before the failure returns. If the lockout cannot be stored, the failure says so, since
+// the robot is then unprotected after a restart.
+func LockOnUnknown(ls store.LockoutStore, audit store.AuditLog, logger *slog.Logger) Step {
+	return func(next Handler) Handler {
+		return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
+			out := next.Handle(ctx, c)
+			if !out.Unknown || !c.Tool.Physical() {
+				return out
+			}
+			lo := store.Lockout{
+				Server:    c.Tool.Server,
+				Tool:      c.Name,
+				CallID:    c.ID,
+				Principal: c.Principal,
+				Session:   c.Session,
+				Reason:    out.Reason,
+				At:        time.Now(),
+			}
+			if err := ls.PutLockout(lo); err != nil {
+				logger.Error("LOCKOUT NOT STORED: the robot's state is unknown and the gateway could not record the lockout",
+					"server", lo.Server, "tool", lo.Tool, "call", lo.CallID, "error", err)
+				return Refuse(KindExecutionStatusUnknown, out.Reason+
+					" The gateway could not record the lockout (state file error), so stop sending physical actions and tell the operator.")
+			}
+			if current, ok := ls.Lockout(lo.Server); ok {
+				lo = current // an earlier lockout of this server stays the one on record
+			}
+			rec := store.Record{
+				Type: store.RecordLockout, Principal: c.Principal, Session: c.Session,
+				Server: lo.Server, Tool: c.Name, CallID: c.ID, Kind: string(out.Kind), Reason: out.Reason,
+			}
+			if _, err := audit.AppendSync(context.WithoutCancel(ctx), rec); err != nil {
+				logger.Error("audit record of a lockout not written", "server", lo.Server, "call", c.ID, "error", err)
+			}
+			logger.Warn("physical server locked out: an operator must inspect the robot and unlock it",
+				"server", lo.Server, "tool", c.Name, "call", c.ID, "kind", out.Kind)
+			locked := Refuse(KindExecutionStatusUnknown, fmt.Sprintf("%s Physical actions on server %s are now locked out. %s",
+				out.Reason, lo.Server, operatorMust(lo.Server)))
+			locked.Unknown = true
+			return locked
+		})
+	}
+}

@@ -1,0 +1,58 @@
+package governor
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Namespace prefixes every metric of the gateway.
+const Namespace = "mcp_gateway"
+
+// unresolved is the server and tool label of calls to names the catalog does not know; the
+// caller's text never becomes a label value, so label sets stay bounded.
+const unresolved = "(unknown)"
+
+// Metrics are the chain's Prometheus collectors: calls by server, tool and outcome, and call
+// latency. Labels hold catalog names and outcome kinds only — never arguments, sessions or
+// error text.
+type Metrics struct {
+	calls   *prometheus.CounterVec
+	latency *prometheus.HistogramVec
+}
+
+// NewMetrics creates the chain's collectors and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "tool_calls_total",
+			Help:      "Tool calls by server, public tool name and outcome (ok, tool_failure or a failure kind).",
+		}, []string{"server", "tool", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace,
+			Name:      "tool_call_duration_seconds",
+			Help:      "Time from receiving a tool call to its result, refusals included.",
+			Buckets:   []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"server", "tool"}),
+	}
+	reg.MustRegister(m.calls, m.latency)
+	return m
+}
+
+// Observe is the step that counts every call and its latency. It runs outside every other step.
+func (m *Metrics) Observe() Step {
+	return func(next Handler) Handler {
+		return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
+			out := next.Handle(ctx, c)
+			server, tool := unresolved, unresolved
+			if c.Tool != nil {
+				server, tool = c.Tool.Server, c.Tool.Public
+			}
+			m.calls.WithLabelValues(server, tool, out.Label()).Inc()
+			m.latency.WithLabelValues(server, tool).Observe(time.Since(c.Start).Seconds())
+			return out
+		})
+	}
+}
