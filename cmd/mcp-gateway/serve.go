@@ -61,11 +61,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if n := len(st.Lockouts()); n > 0 {
-		for _, l := range st.Lockouts() {
-			logger.Warn("physical actions are locked out from before this start; an operator must inspect the robot and unlock",
-				"server", l.Server, "tool", l.Tool, "since", l.At, "reason", l.Reason)
-		}
+	for _, l := range st.Lockouts() {
+		logger.Warn("physical actions are locked out from before this start; an operator must inspect the robot and unlock",
+			"server", l.Server, "tool", l.Tool, "since", l.At, "reason", l.Reason)
 	}
 
 	g := gateway.New(cfg, gateway.Options{Logger: logger, RequireAll: *requireAll, Store: st, Registry: reg, AdminToken: token})
