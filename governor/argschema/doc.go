@@ -23,6 +23,11 @@
 // they run in linear time, but ECMAScript-only syntax such as lookahead makes the schema fail to
 // compile, with an error that names the pattern's location.
 //
+// Validation is on every call's path, so valid arguments usually skip the library: Compile also
+// restates a schema that uses only common keywords as a plan (fastpath.go) that checks the
+// arguments' JSON text in one pass, without decoding it. The plan can only say "valid"; any
+// other answer comes from the library, so Validate answers exactly as the library would.
+//
 // JSON Schema 2020-12 is assumed when a schema has no "$schema"; a "$schema" naming draft-04,
 // -06, -07 or 2019-09 is honoured, so draft-07 tuple "items" and "definitions" work as the
 // upstream meant them.

@@ -2,13 +2,15 @@ package argschema
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
 
 // FuzzCompile feeds arbitrary text to Compile as a schema: it must return a Schema or an error,
-// and a Schema it returns must validate. A panic the package recovered from still fails: it is
-// handled, but it means some input gets a worse answer than it should.
+// and a Schema it returns must validate, with or without its plan alike. A panic the package
+// recovered from still fails: it is handled, but it means some input gets a worse answer than
+// it should.
 func FuzzCompile(f *testing.F) {
 	for _, seed := range []string{
 		robotSchema,
@@ -30,10 +32,15 @@ func FuzzCompile(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
+	for _, seed := range planSchemas {
+		f.Add([]byte(seed))
+	}
 	args := []json.RawMessage{
 		json.RawMessage(`{}`),
 		json.RawMessage(`{"target": "home", "speed": 2, "waypoints": [{"x": "a"}], "a": [1, 1]}`),
 		json.RawMessage(`[1, "a", null, {"b": []}]`),
+		json.RawMessage(`{"a": "b", "c": 3.0, "d": [true, null, "\u00e9"]}`),
+		json.RawMessage(`"text"`), json.RawMessage(`-1e1`), json.RawMessage(`null`), json.RawMessage(`false`),
 	}
 	f.Fuzz(func(t *testing.T, schema []byte) {
 		s, err := Compile("fuzz", json.RawMessage(schema), Limits{})
@@ -44,7 +51,11 @@ func FuzzCompile(f *testing.F) {
 			return
 		}
 		for _, a := range args {
-			checkProblems(t, s.Validate(a))
+			got := s.Validate(a)
+			checkProblems(t, got)
+			if want := libraryOnly(s, a); !slices.Equal(got, want) {
+				t.Fatalf("Validate(%s)\n got %q\nwant %q (library)", a, got, want)
+			}
 		}
 	})
 }

@@ -44,6 +44,9 @@ type Schema struct {
 	// allowed holds, for each subschema with "additionalProperties": false, the text that tells
 	// a model which property names it accepts, keyed by the subschema's location.
 	allowed map[string]string
+	// plan checks valid arguments without the library (fastpath.go); nil if the schema uses
+	// keywords it does not know.
+	plan *plan
 }
 
 // location is the URL every schema is compiled under. It names no file and no host; a relative
@@ -88,7 +91,7 @@ func Compile(tool string, schema any, lim Limits) (s *Schema, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("input schema of tool %q could not be compiled: %w", tool, err)
 	}
-	return &Schema{sch: sch, allowed: allowedHints(sch)}, nil
+	return &Schema{sch: sch, allowed: allowedHints(sch), plan: newPlan(sch)}, nil
 }
 
 // decode returns the schema as the library wants it (numbers as json.Number), after checking

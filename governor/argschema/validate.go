@@ -15,10 +15,14 @@ import (
 // an empty object: MCP lets a client leave arguments out. Arguments that are not JSON are one
 // Problem. Validate never panics; if the library does, the arguments are refused.
 //
-// Numbers are decoded as json.Number, so a large integer is compared exactly, and a number such
-// as 3.0 counts as an integer, as JSON Schema 2020-12 says. A number literal longer than 64
-// characters or with an exponent beyond ±400 is refused without being checked: the library
-// would spend seconds on it, or panic.
+// Numbers are compared exactly, so a large integer is not rounded, and a number such as 3.0
+// counts as an integer, as JSON Schema 2020-12 says. A number literal longer than 64 characters
+// or with an exponent beyond ±400 is refused without being checked: the library would spend
+// seconds on it, or panic.
+//
+// Valid arguments are usually recognised by the schema's plan (fastpath.go) in one pass over
+// their text, without the library; all others go to the library, so the answer is the
+// library's either way.
 func (s *Schema) Validate(args json.RawMessage) (problems []Problem) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -28,6 +32,15 @@ func (s *Schema) Validate(args json.RawMessage) (problems []Problem) {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
+	if s.plan != nil && s.plan.accepts(args) {
+		return nil
+	}
+	return s.libraryProblems(args)
+}
+
+// libraryProblems decodes args and has the library validate them: the slow path, which finds
+// and phrases every problem.
+func (s *Schema) libraryProblems(args json.RawMessage) (problems []Problem) {
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
 	if err != nil {
 		return []Problem{{Message: "must be one JSON object, but the arguments are not valid JSON: " + err.Error()}}
