@@ -25,9 +25,12 @@ servers:
 	gw := startGateway(t, cfg, addr)
 	cs := connectHTTP(t, addr, nil)
 
-	for _, tt := range []struct{ server, kind string }{
-		{"robot", "upstream_unavailable"},
-		{"arm", "mcp_execution_status_unknown"}, // a physical action's outcome is unknown
+	for _, tt := range []struct {
+		server, kind string
+		locks        bool
+	}{
+		{"robot", "upstream_unavailable", false},
+		{"arm", "mcp_execution_status_unknown", true}, // a physical action's outcome is unknown
 	} {
 		start := time.Now()
 		res, env := call(t, cs, tt.server+"__fault", map[string]any{"mode": "crash"})
@@ -36,6 +39,16 @@ servers:
 		}
 		if d := time.Since(start); d > 5*time.Second {
 			t.Fatalf("%s: a crash must be detected at once, took %s", tt.server, d)
+		}
+		if tt.locks {
+			// The physical server is locked out until an operator has looked at the robot.
+			res, env = call(t, cs, tt.server+"__get_scene", map[string]any{})
+			reason, _ := env["reason"].(string)
+			if !res.IsError || env["kind"] != "mcp_execution_status_unknown" ||
+				!strings.Contains(reason, "server "+tt.server) || !strings.Contains(reason, "mcp-gateway unlock "+tt.server) {
+				t.Fatalf("%s: the call after a crash must be refused by the lockout: %s", tt.server, mustJSON(res))
+			}
+			cliOK(t, "unlock", tt.server, "--reason", "arm inspected after the crash", "-c", cfg)
 		}
 		// The next call waits for the restart within its own deadline and succeeds.
 		res, env = call(t, cs, tt.server+"__get_scene", map[string]any{})
@@ -56,6 +69,11 @@ servers:
     command: "{{sim}}"
     args: ["-name", "{{marker}}"]
     physical: true
+    call_timeout_sec: 1
+    timeout_argument_margin_sec: 1
+  - name: slow
+    command: "{{sim}}"
+    args: ["-name", "{{marker}}-slow"]
     call_timeout_sec: 1
     timeout_argument_margin_sec: 1
 `)
@@ -81,9 +99,10 @@ servers:
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	// The timeout_sec argument extends the deadline: 1.5s + 1s margin > call_timeout_sec.
+	// The timeout_sec argument extends the deadline: 1.5s + 1s margin > call_timeout_sec. The
+	// hang locked robot out, so this runs on slow, a server that moves no hardware.
 	start = time.Now()
-	res, env = call(t, cs, "robot__wait", map[string]any{"timeout_sec": 1.5})
+	res, env = call(t, cs, "slow__wait", map[string]any{"timeout_sec": 1.5})
 	if res.IsError || env["success"] != true {
 		t.Fatalf("wait 1.5s with a 1s call timeout must use the argument's deadline: %s (after %s)", mustJSON(res), time.Since(start))
 	}

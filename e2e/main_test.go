@@ -311,13 +311,6 @@ func waitNoProcesses(t *testing.T, s string, within time.Duration) {
 	}
 }
 
-// robotStats calls the simulated robot's robot_stats tool.
-func robotStats(t *testing.T, cs *mcp.ClientSession, name string) map[string]any {
-	t.Helper()
-	_, env := call(t, cs, name, map[string]any{})
-	return env
-}
-
 // lines returns the lines of s that contain sub.
 func lines(s, sub string) []string {
 	var out []string

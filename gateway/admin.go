@@ -82,9 +82,6 @@ func (g *Gateway) Unlock(ctx context.Context, server, operator, reason string) (
 	if strings.TrimSpace(reason) == "" {
 		return res, errors.New("a reason is required: say what was inspected on the robot")
 	}
-	if g.cfg.Server(server) == nil {
-		return res, fmt.Errorf("no server named %q in the config", server)
-	}
 	st := g.opts.Store
 	cleared, ok, err := st.ClearLockout(server)
 	if err != nil {
@@ -103,6 +100,7 @@ func (g *Gateway) Unlock(ctx context.Context, server, operator, reason string) (
 		g.log.Error("audit record of an unlock not written", "server", server, "error", err)
 	}
 	g.log.Warn("lockout cleared by an operator", "server", server, "operator", operator, "reason", reason)
+	// A lockout of a server that is no longer configured is cleared, with nothing to restart.
 	if u := g.ups.Get(server); u != nil {
 		if err := u.Restart(ctx); err != nil {
 			res.RestartError = err.Error()
@@ -207,6 +205,9 @@ func ParseAuditFilter(q interface{ Get(string) string }) (store.AuditFilter, err
 // ParseSince reads an RFC 3339 time, or a duration (such as 90m) meaning that long before now.
 func ParseSince(s string, now time.Time) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("since must be a positive duration (how far back), got %q", s)
+		}
 		return now.Add(-d), nil
 	}
 	t, err := time.Parse(time.RFC3339, s)

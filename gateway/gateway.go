@@ -112,12 +112,13 @@ func (g *Gateway) buildChain() governor.Handler {
 	if g.opts.Registry != nil {
 		steps = append(steps, governor.NewMetrics(g.opts.Registry).Observe())
 	}
+	redact := governor.NewRedactor(g.cfg.Audit.RedactKeys)
 	steps = append(steps,
-		governor.Audit(st.Audit(), governor.NewRedactor(g.cfg.Audit.RedactKeys)),
+		governor.Audit(st.Audit(), redact),
 		governor.Log(g.log),
 		governor.Resolve(g),
 		governor.CheckLockout(g.lockouts),
-		governor.Validate(),
+		governor.Validate(redact),
 		governor.CheckResult(),
 		governor.LockOnUnknown(st, st.Audit(), g.log),
 	)

@@ -80,7 +80,7 @@ func TestValidateListsEveryProblem(t *testing.T) {
 	srv := &fakeServer{do: func(context.Context, string, json.RawMessage) (*mcp.CallToolResult, error) { return ok("moved") }}
 	tools := catalog{"arm__move": {Public: "arm__move", Server: "arm", Upstream: "move", Schema: schema,
 		ServerConfig: &config.Server{Name: "arm", CallTimeoutSec: 1}, Dispatcher: srv}}
-	h := Chain(Dispatch(), Resolve(tools), Validate(), CheckResult())
+	h := Chain(Dispatch(), Resolve(tools), Validate(NewRedactor(config.DefaultRedactKeys)), CheckResult())
 	out := h.Handle(context.Background(), &Call{Name: "arm__move", Args: json.RawMessage(`{"speed":2,"colour":"red"}`)})
 	if out.Kind != KindInvalidArguments || srv.calls != 0 {
 		t.Fatalf("invalid call: %+v (upstream calls %d)", out, srv.calls)
@@ -93,4 +93,31 @@ func TestValidateListsEveryProblem(t *testing.T) {
 	if out := h.Handle(context.Background(), &Call{Name: "arm__move", Args: json.RawMessage(`{"target":"table","speed":1}`)}); out.Kind != "" || srv.calls != 1 {
 		t.Fatalf("valid call: %+v", out)
 	}
+}
+
+func TestValidationReasonNeverQuotesRedactedValues(t *testing.T) {
+	schema, err := argschema.Compile("door__open", map[string]any{
+		"type":       "object",
+		"properties": map[string]any{"password": map[string]any{"enum": []any{"letmein"}}, "code": map[string]any{"type": "string"}},
+	}, argschema.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := openStore(t)
+	redact := NewRedactor(config.DefaultRedactKeys)
+	srv := &fakeServer{do: func(context.Context, string, json.RawMessage) (*mcp.CallToolResult, error) { return ok("open") }}
+	tools := catalog{"door__open": {Public: "door__open", Server: "door", Upstream: "open", Schema: schema,
+		ServerConfig: &config.Server{Name: "door", CallTimeoutSec: 1}, Dispatcher: srv}}
+	h := Chain(Dispatch(), Audit(st.Audit(), redact), Resolve(tools), Validate(redact), CheckResult())
+	out := h.Handle(context.Background(), &Call{Name: "door__open", Args: json.RawMessage(`{"password":"hunter2-SECRET","code":7}`), Start: time.Now()})
+	if out.Kind != KindInvalidArguments || strings.Contains(out.Reason, "hunter2") || !strings.Contains(out.Reason, Redacted) {
+		t.Fatalf("reason: %s", out.Reason)
+	}
+	st.Audit().Flush(context.Background())
+	st.AuditScan(store.AuditFilter{}, func(r store.Record) bool {
+		if b, _ := json.Marshal(r); strings.Contains(string(b), "hunter2") {
+			t.Fatalf("audit record holds the secret: %s", b)
+		}
+		return true
+	})
 }

@@ -62,7 +62,7 @@ func BenchmarkChain(b *testing.B) {
 		Log(quiet),
 		Resolve(tools),
 		CheckLockout(NewLockouts(st, config.LockoutGlobal)),
-		Validate(),
+		Validate(NewRedactor(config.DefaultRedactKeys)),
 		CheckResult(),
 		LockOnUnknown(st, st.Audit(), quiet),
 	)

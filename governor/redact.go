@@ -93,3 +93,52 @@ func (r *Redactor) matches(key string) bool {
 	}
 	return false
 }
+
+// Secrets returns the string forms of the values under matching keys in args, so that text
+// derived from the arguments (a validation message quoting a value) can be scrubbed of them.
+func (r *Redactor) Secrets(args json.RawMessage) []string {
+	if !r.mayMatch(args) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return nil
+	}
+	var out []string
+	r.collect(v, false, &out)
+	return out
+}
+
+func (r *Redactor) collect(v any, under bool, out *[]string) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, val := range v {
+			r.collect(val, under || r.matches(k), out)
+		}
+	case []any:
+		for _, val := range v {
+			r.collect(val, under, out)
+		}
+	case string:
+		if under && v != "" {
+			*out = append(*out, v)
+			if b, err := json.Marshal(v); err == nil && len(b) > 2 && string(b[1:len(b)-1]) != v {
+				*out = append(*out, string(b[1:len(b)-1]))
+			}
+		}
+	case json.Number:
+		if under {
+			*out = append(*out, v.String())
+		}
+	}
+}
+
+// Scrub replaces every occurrence of the secrets in text with Redacted.
+func Scrub(text string, secrets []string) string {
+	for _, s := range secrets {
+		text = strings.ReplaceAll(text, s, Redacted)
+	}
+	return text
+}

@@ -25,6 +25,9 @@ type command struct {
 var commands = []command{
 	{"serve", "serve the gateway (streamable HTTP on gateway.listen, or stdio with --stdio)", runServe},
 	{"tools", "start the upstreams and print the tool catalog (table, or --json)", runTools},
+	{"status", "show upstreams and lockouts with their age (from the running gateway, else the state file)", runStatus},
+	{"unlock", "reset a server's lockout after inspecting the robot (--reason required; audited)", runUnlock},
+	{"audit", "print or export the audit log (filters, --jsonl); \"audit verify\" checks its hash chain", runAudit},
 	{"check", "load and check a config file; print every problem", runCheck},
 	{"schema", "print the JSON Schema of the config file", runSchema},
 	{"version", "print the version", runVersion},

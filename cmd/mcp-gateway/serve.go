@@ -121,6 +121,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	if srv != nil {
+		// Open MCP sessions hold their streams; close them so that Shutdown does not wait out
+		// its timeout for clients that stay connected.
+		for ss := range g.MCPServer().Sessions() {
+			_ = ss.Close()
+		}
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdownCtx)

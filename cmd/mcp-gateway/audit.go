@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mcp-gateway/mcp-gateway/gateway"
+	"github.com/mcp-gateway/mcp-gateway/store"
+)
+
+// defaultTableLimit is how many records the audit table shows without --limit: the recent tail.
+const defaultTableLimit = 20
+
+func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "verify" {
+		return runAuditVerify(ctx, args[1:], stdout, stderr)
+	}
+	fs := newFlags("audit", "audit -c FILE [--server S] [--tool T] [--kind K] [--type T] [--since 2h|RFC3339] [--limit N] [--jsonl]\n"+
+		"       mcp-gateway audit verify -c FILE\n\n"+
+		"Prints the audit log's records, oldest first, as a table or as JSON lines with every field.\n"+
+		"\"audit verify\" checks the hash chain and names the first record that does not verify.", stderr)
+	o := addOpsFlags(fs)
+	var f store.AuditFilter
+	fs.StringVar(&f.Server, "server", "", "only records of this server")
+	fs.StringVar(&f.Tool, "tool", "", "only records of this public tool name")
+	fs.StringVar(&f.Kind, "kind", "", "only records with this failure kind (unknown_tool, invalid_tool_arguments, mcp_execution_status_unknown, ...)")
+	fs.StringVar(&f.Type, "type", "", "only records of this type: call, lockout or operator")
+	since := fs.String("since", "", "only records from `TIME` on: a duration back from now (2h) or an RFC 3339 time")
+	limit := fs.Int("limit", defaultTableLimit, "show only the last `N` matching records, 0 = all; with --jsonl and no --limit, all")
+	jsonl := fs.Bool("jsonl", false, "print every field of each record as one JSON object per line")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return exitError{2}
+	}
+	if *limit < 0 {
+		fmt.Fprintln(stderr, "--limit must be 0 (all) or a number of records")
+		return exitError{2}
+	}
+	f.Limit = *limit
+	if *jsonl && !flagGiven(fs, "limit") {
+		f.Limit = 0
+	}
+	if *since != "" {
+		t, err := gateway.ParseSince(*since, time.Now())
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitError{2}
+		}
+		f.Since = t
+	}
+	cfg, err := o.loadConfig(fs, stderr)
+	if err != nil {
+		return err
+	}
+	acc, err := openState(cfg, o, true)
+	if err != nil {
+		return err
+	}
+	defer acc.Close()
+
+	out := newRecordPrinter(stdout, *jsonl)
+	if acc.api != nil {
+		err = scanViaAPI(ctx, acc.api, f, out.print)
+	} else {
+		err = acc.st.AuditScan(f, func(r store.Record) bool { return out.print(r) == nil })
+	}
+	if err == nil {
+		err = out.err
+	}
+	if err != nil {
+		return err
+	}
+	if err := out.flush(); err != nil {
+		return err
+	}
+	if !*jsonl {
+		switch {
+		case out.n == 0:
+			fmt.Fprintln(stderr, "no audit records match")
+		case f.Limit > 0 && out.n == f.Limit:
+			fmt.Fprintf(stderr, "(the last %d matching records; --limit N for more, --limit 0 for all)\n", out.n)
+		}
+	}
+	return nil
+}
+
+// scanViaAPI streams the records the running gateway's /admin/audit selects.
+func scanViaAPI(ctx context.Context, api *adminClient, f store.AuditFilter, fn func(store.Record) error) error {
+	q := url.Values{}
+	for k, v := range map[string]string{"server": f.Server, "tool": f.Tool, "kind": f.Kind, "type": f.Type} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if !f.Since.IsZero() {
+		q.Set("since", f.Since.UTC().Format(time.RFC3339Nano))
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	resp, err := api.do(ctx, http.MethodGet, "/admin/audit?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(bufio.NewReader(resp.Body))
+	for {
+		var r store.Record
+		err := dec.Decode(&r)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading the audit records from the admin API at %s: %w", api.base, err)
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+}
+
+// recordPrinter writes records as table rows or JSON lines, remembering the first write error.
+type recordPrinter struct {
+	enc *json.Encoder     // --jsonl
+	tw  *tabwriter.Writer // table
+	n   int
+	err error
+}
+
+func newRecordPrinter(w io.Writer, jsonl bool) *recordPrinter {
+	if jsonl {
+		return &recordPrinter{enc: json.NewEncoder(w)}
+	}
+	return &recordPrinter{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
+}
+
+func (p *recordPrinter) print(r store.Record) error {
+	if p.err != nil {
+		return p.err
+	}
+	if p.enc != nil {
+		p.err = p.enc.Encode(r)
+	} else {
+		if p.n == 0 {
+			fmt.Fprintln(p.tw, "TIME\tSEQ\tTYPE\tPRINCIPAL\tSERVER\tTOOL\tOUTCOME\tDURATION\tRUN_ID\tREASON")
+		}
+		_, p.err = fmt.Fprintf(p.tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			r.Time.UTC().Format("2006-01-02T15:04:05.000Z"), r.Seq, r.Type, orDash(r.Principal), orDash(r.Server),
+			orDash(r.Tool), orDash(recordOutcome(r)), recordDuration(r), orDash(r.RunID), oneLine(r.Reason, 60))
+	}
+	p.n++
+	return p.err
+}
+
+func (p *recordPrinter) flush() error {
+	if p.tw != nil {
+		return p.tw.Flush()
+	}
+	return nil
+}
+
+// recordOutcome is the table's OUTCOME column: a call's outcome, a lockout's kind, an operator's
+// action.
+func recordOutcome(r store.Record) string {
+	switch {
+	case r.Type == store.RecordOperator && r.Action != "":
+		return r.Action
+	case r.Outcome != "":
+		return r.Outcome
+	}
+	return r.Kind
+}
+
+func recordDuration(r store.Record) string {
+	if r.Type != store.RecordCall {
+		return "-"
+	}
+	d := time.Duration(r.DurationMS * float64(time.Millisecond))
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// oneLine shortens s to n characters on one line, for a table cell.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if s == "" {
+		return "-"
+	}
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// flagGiven reports whether the command line set the flag.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
+func runAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("audit verify", "audit verify -c FILE [--addr HOST:PORT] [--token TOKEN]\n\n"+
+		"Recomputes every audit record's hash and link. Exit 0 when the chain is intact, 1 at the first\n"+
+		"record that was changed, removed or replaced.", stderr)
+	o := addOpsFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return exitError{2}
+	}
+	cfg, err := o.loadConfig(fs, stderr)
+	if err != nil {
+		return err
+	}
+	acc, err := openState(cfg, o, true)
+	if err != nil {
+		return err
+	}
+	defer acc.Close()
+	var res gateway.VerifyResult
+	if acc.api != nil {
+		if err := acc.api.getJSON(ctx, "/admin/audit/verify", &res); err != nil {
+			return err
+		}
+	} else {
+		res.Checked, res.Bad = acc.st.AuditVerify()
+		res.OK = res.Bad == nil
+	}
+	if res.OK {
+		fmt.Fprintf(stdout, "audit log intact: %d records\n", res.Checked)
+		return nil
+	}
+	if res.Bad == nil {
+		res.Bad = &store.VerifyError{Seq: res.Checked + 1, Reason: "the gateway reported a break without saying where"}
+	}
+	fmt.Fprintf(stdout, "audit log broken at record %d: %s (the %d records before it verify)\n", res.Bad.Seq, res.Bad.Reason, res.Checked)
+	return exitError{1}
+}
