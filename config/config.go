@@ -1,10 +1,14 @@
 package config
 
+import "time"
+
 // Config is one loaded configuration file.
 type Config struct {
-	Gateway Gateway  `yaml:"gateway" json:"gateway,omitempty" jsonschema:"description=Settings of the gateway process itself."`
-	Servers []Server `yaml:"servers" json:"servers" jsonschema:"minItems=1,description=The upstream MCP servers the gateway fronts."`
-	Audit   Audit    `yaml:"audit" json:"audit,omitempty" jsonschema:"description=What the audit log keeps."`
+	Gateway   Gateway   `yaml:"gateway" json:"gateway,omitempty" jsonschema:"description=Settings of the gateway process itself."`
+	Servers   []Server  `yaml:"servers" json:"servers" jsonschema:"minItems=1,description=The upstream MCP servers the gateway fronts."`
+	Audit     Audit     `yaml:"audit" json:"audit,omitempty" jsonschema:"description=What the audit log keeps."`
+	Policies  Policies  `yaml:"policies" json:"policies,omitempty" jsonschema:"description=CEL rules deciding allow / deny / require_approval for every call."`
+	Approvals Approvals `yaml:"approvals" json:"approvals,omitempty" jsonschema:"description=How calls that need an operator's approval are announced and how long they wait."`
 
 	// Path is the file the configuration was read from ("" when built in code).
 	Path string `yaml:"-" json:"-"`
@@ -150,3 +154,49 @@ func (c *Config) Server(name string) *Server {
 // DefaultRedactKeys are the argument keys redacted from the audit log when audit.redact_keys is
 // absent.
 var DefaultRedactKeys = []string{"password", "passwd", "secret", "token", "api_key", "apikey", "authorization", "credential", "private_key"}
+
+// Policies are the CEL rules of SPEC.md §8.
+type Policies struct {
+	// Default is the decision when no rule matches: "allow" or "deny".
+	Default string `yaml:"default" json:"default,omitempty" jsonschema:"enum=allow,enum=deny,description=Decision when no rule matches (default allow)."`
+	// Files are policy files (a list of rules under "rules:"), relative to this file.
+	Files []string `yaml:"files" json:"files,omitempty" jsonschema:"description=Policy files holding rules: lists; relative to this file."`
+	// Rules are inline rules, in the same form as in files.
+	Rules []PolicyRule `yaml:"rules" json:"rules,omitempty" jsonschema:"description=Inline rules."`
+	// CostLimit caps the runtime cost of evaluating one rule; a rule over it fails closed.
+	CostLimit uint64 `yaml:"cost_limit" json:"cost_limit,omitempty" jsonschema:"minimum=1,description=Runtime cost limit of one rule's evaluation (default 10000); a rule over it fails closed."`
+}
+
+// PolicyRule is one CEL rule.
+type PolicyRule struct {
+	ID     string `yaml:"id" json:"id" jsonschema:"required,description=Unique rule id; named in denials and audit records."`
+	Effect string `yaml:"effect" json:"effect" jsonschema:"required,enum=allow,enum=deny,enum=require_approval"`
+	When   string `yaml:"when" json:"when" jsonschema:"required,description=CEL expression over tool server upstream_tool args principal session tool_meta labels state now; must be boolean."`
+	Reason string `yaml:"reason" json:"reason,omitempty" jsonschema:"description=Told to the caller when the rule denies or holds a call."`
+	Mode   string `yaml:"mode" json:"mode,omitempty" jsonschema:"enum=enforce,enum=log_only,description=enforce (default) or log_only: evaluated and recorded as a would-be decision but not applied."`
+
+	// File, Line and Column locate the first character of When, for messages.
+	File   string `yaml:"-" json:"-"`
+	Line   int    `yaml:"-" json:"-"`
+	Column int    `yaml:"-" json:"-"`
+}
+
+// Approvals configures the approval channel of SPEC.md §9.
+type Approvals struct {
+	// Use is the channel: "console" (the gateway's log), "memory" (only the admin API and CLI),
+	// or "webhook".
+	Use string `yaml:"use" json:"use,omitempty" jsonschema:"enum=console,enum=memory,enum=webhook,description=Where pending requests are announced (default console)."`
+	// Timeout is how long a call waits for an answer.
+	Timeout Duration `yaml:"timeout" json:"timeout,omitempty" jsonschema:"type=string,description=How long a call waits for an answer such as 5m (default 5m)."`
+	// Webhook receives a JSON POST per pending request when Use is webhook.
+	Webhook Webhook `yaml:"webhook" json:"webhook,omitempty"`
+}
+
+// Webhook is an HTTP endpoint notified of pending approvals.
+type Webhook struct {
+	URL        string            `yaml:"url" json:"url,omitempty" jsonschema:"description=http(s) URL receiving a JSON POST per pending request."`
+	HeadersEnv map[string]string `yaml:"headers_env" json:"headers_env,omitempty" jsonschema:"description=HTTP header name to the environment variable holding its value."`
+}
+
+// DefaultApprovalTimeout is how long a call waits for an approval by default.
+const DefaultApprovalTimeout = 5 * time.Minute

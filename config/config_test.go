@@ -140,25 +140,23 @@ servers:
 			wants: []want{{1, `unknown key "sever" at the top level (did you mean "servers"?); known keys: gateway, servers`}, {0, "servers is missing"}},
 		},
 		{
-			name:  "policies not supported yet",
-			src:   "servers: [{name: arm, command: arm}]\npolicies:\n  default: allow\n",
-			wants: []want{{2, `unknown key "policies" at the top level: the policies section is not supported by this version of mcp-gateway`}},
+			name:  "guardrails not supported yet",
+			src:   "servers: [{name: arm, command: arm}]\nguardrails:\n  tool_call: []\n",
+			wants: []want{{2, `unknown key "guardrails" at the top level: the guardrails section is not supported by this version of mcp-gateway`}},
 		},
 		{
 			name: "every later section refused",
 			src: `servers: [{name: arm, command: arm}]
 guardrails: {}
-approvals: {}
 auth: {}
 llm: {}
 experience: {}
 `,
 			wants: []want{
 				{2, `the guardrails section is not supported by this version`},
-				{3, `the approvals section is not supported by this version`},
-				{4, `the auth section is not supported by this version`},
-				{5, `the llm section is not supported by this version`},
-				{6, `the experience section is not supported by this version`},
+				{3, `the auth section is not supported by this version`},
+				{4, `the llm section is not supported by this version`},
+				{5, `the experience section is not supported by this version`},
 			},
 		},
 		{
@@ -635,7 +633,7 @@ servers:
     args: "x"
   - name: arm
     url: ftp://x
-policies: {}
+llm: {}
 `)
 	assertReported(t, errs, []want{
 		{2, `unknown key "lisen"`},
@@ -646,7 +644,7 @@ policies: {}
 		{8, `args: expected a list of strings`},
 		{9, `duplicate server name "arm"; servers[0] at line 5`},
 		{10, `url: must start with http://`},
-		{11, `the policies section is not supported`},
+		{11, `the llm section is not supported`},
 	})
 	if len(errs.List) != 9 {
 		t.Errorf("got %d problems, want 9:\n%v", len(errs.List), errs)

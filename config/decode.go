@@ -29,6 +29,7 @@ const maxMergeDepth = 16
 
 type decoder struct {
 	file    string
+	data    []byte // the file's text, for positions inside block scalars
 	errs    Errors
 	visits  int
 	tooMany bool
@@ -386,7 +387,7 @@ func (d *decoder) label(el *yaml.Node) string {
 // unsupportedSections are top-level sections of the product (SPEC §3) that this version does not
 // read yet; they fail like any unknown key, with a message saying why.
 var unsupportedSections = map[string]bool{
-	"policies": true, "guardrails": true, "approvals": true, "auth": true, "llm": true, "experience": true,
+	"guardrails": true, "auth": true, "llm": true, "experience": true,
 }
 
 // nouns name each struct in "unknown key ... in <noun>".

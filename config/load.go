@@ -31,6 +31,7 @@ func Load(path string) (*Config, error) {
 // syntax error stops the search early, since nothing after it can be trusted.
 func Parse(path string, data []byte) (*Config, error) {
 	d := newDecoder(path)
+	d.data = data
 	root := d.document(data)
 	cfg := &Config{Path: path}
 	// After an alias bomb the decoded values are partial; checking them would only add noise.
