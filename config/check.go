@@ -44,6 +44,8 @@ func (d *decoder) check(cfg *Config) {
 		d.errorf(top.lineOf("servers"), location{}, "servers is empty; list at least one upstream MCP server")
 	}
 	d.checkAudit(&cfg.Audit)
+	d.checkPolicies(cfg, dir)
+	d.checkApprovals(&cfg.Approvals)
 	seen := map[string]int{} // server name -> index of its first server
 	for i := range cfg.Servers {
 		d.checkServer(cfg, i, dir, seen)

@@ -60,7 +60,7 @@ servers:
 			t.Errorf("record %d: %+v, want outcome %s", i+1, r, wantOutcomes[i])
 		}
 	}
-	if recs[0].Kind != "unknown_tool" || recs[1].Kind != "invalid_tool_arguments" || recs[1].Decision != "refused" || recs[3].Decision != "dispatched" {
+	if recs[0].Kind != "unknown_tool" || recs[1].Kind != "invalid_tool_arguments" || recs[1].Decision != "refused" || recs[3].Decision != "allow:default" {
 		t.Errorf("kinds and decisions: %s", mustJSON(recs))
 	}
 	if recs[4].RunID == "" {

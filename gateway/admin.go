@@ -45,6 +45,12 @@ type ResetRequest struct {
 	Operator string `json:"operator"`
 }
 
+// DecisionRequest is the body of POST /admin/approvals/{id}/approve and /deny.
+type DecisionRequest struct {
+	Reason   string `json:"reason"`
+	Operator string `json:"operator"`
+}
+
 // ResetResult says what a reset cleared and whether the upstream restarted.
 type ResetResult struct {
 	Cleared      store.Lockout `json:"cleared"`
@@ -139,6 +145,52 @@ func (g *Gateway) adminHandler() http.Handler {
 			writeJSON(w, http.StatusOK, res)
 		}
 	})
+	mux.HandleFunc("GET /admin/approvals", func(w http.ResponseWriter, r *http.Request) {
+		state := r.URL.Query().Get("state")
+		if state == "" {
+			state = store.ApprovalPending
+		} else if state == "all" {
+			state = ""
+		}
+		list, err := g.opts.Store.ListApprovals(state)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		if list == nil {
+			list = []store.Approval{}
+		}
+		writeJSON(w, http.StatusOK, list)
+	})
+	decide := func(approve bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			var req DecisionRequest
+			if r.ContentLength != 0 {
+				if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil {
+					writeError(w, http.StatusBadRequest, `the body must be JSON: {"reason": "why", "operator": "who"}`)
+					return
+				}
+			}
+			if req.Operator == "" {
+				req.Operator = "admin"
+			}
+			a, err := g.approvals.Decide(r.Context(), r.PathValue("id"), approve, req.Operator, req.Reason)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				writeError(w, http.StatusNotFound, err.Error())
+			case errors.Is(err, store.ErrAlreadyDecided):
+				writeError(w, http.StatusConflict, err.Error())
+			case errors.Is(err, store.ErrExpired):
+				writeError(w, http.StatusGone, err.Error())
+			case err != nil:
+				writeError(w, http.StatusInternalServerError, err.Error())
+			default:
+				writeJSON(w, http.StatusOK, a)
+			}
+		}
+	}
+	mux.HandleFunc("POST /admin/approvals/{id}/approve", decide(true))
+	mux.HandleFunc("POST /admin/approvals/{id}/deny", decide(false))
 	mux.HandleFunc("GET /admin/audit", func(w http.ResponseWriter, r *http.Request) {
 		f, err := ParseAuditFilter(r.URL.Query())
 		if err != nil {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"fmt"
 	"path"
 	"path/filepath"
@@ -82,6 +83,7 @@ func BuildCatalog(cfg *config.Config, sources []Source, compile CompileFunc) (*C
 					continue
 				}
 				t.Definition = def
+				t.Annotations = annotationMap(up.Annotations)
 				if compile != nil {
 					schema, err := compile(public, def.InputSchema)
 					switch {
@@ -234,3 +236,16 @@ func repairInputSchema(s any) (map[string]any, error) {
 // nonObjectKeywords mark a schema without "type" as describing something other than an object,
 // so adding type "object" would change its meaning.
 var nonObjectKeywords = []string{"items", "prefixItems", "enum", "const", "minLength", "maxLength", "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+
+// annotationMap is the upstream's annotations as policies see them: only the hints it sent.
+func annotationMap(a *mcp.ToolAnnotations) map[string]any {
+	m := map[string]any{}
+	if a == nil {
+		return m
+	}
+	b, err := json.Marshal(a)
+	if err == nil {
+		_ = json.Unmarshal(b, &m)
+	}
+	return m
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/governor"
+	"github.com/mcp-gateway/mcp-gateway/policies"
 	"github.com/mcp-gateway/mcp-gateway/store"
 	"github.com/mcp-gateway/mcp-gateway/upstream"
 )
@@ -38,6 +39,8 @@ type Options struct {
 	Registry *prometheus.Registry
 	// AdminToken guards the /admin API; "" disables it.
 	AdminToken string
+	// Policies is the compiled rule set (CompilePolicies); nil applies policies.default alone.
+	Policies *policies.Engine
 }
 
 // Gateway is one running gateway: its upstreams, its catalog, its call chain and its MCP server.
@@ -47,9 +50,12 @@ type Gateway struct {
 	log  *slog.Logger
 	ups  *upstream.Manager
 
-	catalog  atomic.Pointer[Catalog]
-	schemas  *schemaCache
-	lockouts *governor.Lockouts
+	catalog   atomic.Pointer[Catalog]
+	schemas   *schemaCache
+	lockouts  *governor.Lockouts
+	approvals *governor.Approvals
+	sessions  *sessions
+	inFlight  *inFlight
 	chain    governor.Handler
 	server   *mcp.Server
 
@@ -60,8 +66,9 @@ type Gateway struct {
 	callSeq    atomic.Uint64
 }
 
-// New builds a gateway for cfg. Nothing starts until Start.
-func New(cfg *config.Config, opts Options) *Gateway {
+// New builds a gateway for cfg. Nothing starts until Start. It fails when the config's policies
+// or approval channel cannot be set up.
+func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -71,6 +78,26 @@ func New(cfg *config.Config, opts Options) *Gateway {
 	_, _ = rand.Read(b[:])
 	g.callPrefix = hex.EncodeToString(b[:]) + "-"
 	g.catalog.Store(&Catalog{byName: map[string]*governor.Tool{}})
+	var names []string
+	for _, s := range cfg.Servers {
+		names = append(names, s.Name)
+	}
+	g.inFlight = newInFlight(names)
+	g.sessions = newSessions(g.liveSessions)
+	if opts.Policies == nil {
+		engine, err := policies.Compile(nil, policies.Options{Default: cfg.Policies.Default})
+		if err != nil {
+			return nil, err
+		}
+		g.opts.Policies = engine
+	}
+	if opts.Store != nil {
+		notifier, err := newNotifier(cfg.Approvals, logger)
+		if err != nil {
+			return nil, err
+		}
+		g.approvals = governor.NewApprovals(opts.Store, opts.Store.Audit(), notifier, time.Duration(cfg.Approvals.Timeout), logger)
+	}
 
 	upOpts := upstream.Options{
 		Logger:         logger,
@@ -94,7 +121,16 @@ func New(cfg *config.Config, opts Options) *Gateway {
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 		})
 	g.server.AddReceivingMiddleware(g.unlistedCalls)
-	return g
+	return g, nil
+}
+
+// liveSessions is the ids of the downstream sessions still connected.
+func (g *Gateway) liveSessions() map[string]bool {
+	live := map[string]bool{}
+	for ss := range g.server.Sessions() {
+		live[ss.ID()] = true
+	}
+	return live
 }
 
 // buildChain composes the governed call chain of SPEC.md §6, once. Outermost first: metrics and
@@ -109,8 +145,10 @@ func (g *Gateway) buildChain() governor.Handler {
 		})
 	}
 	var steps []governor.Step
+	var policyMetrics *governor.PolicyMetrics
 	if g.opts.Registry != nil {
 		steps = append(steps, governor.NewMetrics(g.opts.Registry).Observe())
+		policyMetrics = governor.NewPolicyMetrics(g.opts.Registry)
 	}
 	redact := governor.NewRedactor(g.cfg.Audit.RedactKeys)
 	steps = append(steps,
@@ -119,6 +157,8 @@ func (g *Gateway) buildChain() governor.Handler {
 		governor.Resolve(g),
 		governor.CheckLockout(g.lockouts),
 		governor.Validate(redact),
+		governor.Policy(g.opts.Policies, g.policyInput, g.approvals, policyMetrics, g.log),
+		g.inFlight.step(),
 		governor.CheckResult(),
 		governor.LockOnUnknown(st, st.Audit(), g.log),
 	)
@@ -184,6 +224,7 @@ func (g *Gateway) Call(ctx context.Context, c *governor.Call) *governor.Outcome 
 	if c.Start.IsZero() {
 		c.Start = time.Now()
 	}
+	g.sessions.begin(c)
 	if len(c.Args) == 0 || string(c.Args) == "null" {
 		c.Args = json.RawMessage("{}")
 	}

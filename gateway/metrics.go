@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/mcp-gateway/mcp-gateway/governor"
+	"github.com/mcp-gateway/mcp-gateway/store"
 	"github.com/mcp-gateway/mcp-gateway/upstream"
 )
 
@@ -46,6 +47,7 @@ type stateCollector struct {
 	up       *prometheus.Desc
 	restarts *prometheus.Desc
 	lockout  *prometheus.Desc
+	pending  *prometheus.Desc
 }
 
 func registerGatewayMetrics(reg prometheus.Registerer, g *Gateway) {
@@ -57,6 +59,8 @@ func registerGatewayMetrics(reg prometheus.Registerer, g *Gateway) {
 			"Times the upstream server was restarted after a crash, a failed start or an operator reset.", []string{"server"}, nil),
 		lockout: prometheus.NewDesc(governor.Namespace+"_lockout_active",
 			"1 while physical actions on the server are locked out awaiting an operator, 0 otherwise.", []string{"server"}, nil),
+		pending: prometheus.NewDesc(governor.Namespace+"_approvals_pending",
+			"Calls waiting for an operator's approval.", nil, nil),
 	})
 }
 
@@ -64,6 +68,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.up
 	ch <- c.restarts
 	ch <- c.lockout
+	ch <- c.pending
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -81,6 +86,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 				locked = 1
 			}
 			ch <- prometheus.MustNewConstMetric(c.lockout, prometheus.GaugeValue, locked, u.Name())
+		}
+	}
+	if st != nil {
+		if pending, err := st.ListApprovals(store.ApprovalPending); err == nil {
+			ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(len(pending)))
 		}
 	}
 }

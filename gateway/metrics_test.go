@@ -23,7 +23,10 @@ func TestMetricsPassPromlint(t *testing.T) {
 	defer st.Close()
 	cfg := &config.Config{Gateway: config.Gateway{Name: "t", ToolNames: config.ToolNamesPrefixed, LockoutScope: config.LockoutGlobal},
 		Servers: []config.Server{{Name: "robot", Command: "/nonexistent/robot", Physical: true, StartupTimeoutSec: 1, CallTimeoutSec: 1, RestartBackoffMaxSec: 1}}}
-	g := New(cfg, Options{Store: st, Registry: reg})
+	g, err := New(cfg, Options{Store: st, Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer g.Close()
 	// One refused call, so that the chain's collectors have series, and one lockout.
 	g.Call(context.Background(), &governor.Call{Name: "robot__nothing", Args: json.RawMessage(`{}`)})
@@ -52,7 +55,7 @@ func TestMetricsPassPromlint(t *testing.T) {
 	}
 	got := strings.Join(names, " ")
 	for _, want := range []string{"mcp_gateway_tool_calls_total", "mcp_gateway_tool_call_duration_seconds", "mcp_gateway_lockout_active",
-		"mcp_gateway_upstream_up", "mcp_gateway_upstream_restarts_total", "mcp_gateway_audit_write_duration_seconds", "mcp_gateway_audit_records_total"} {
+		"mcp_gateway_upstream_up", "mcp_gateway_upstream_restarts_total", "mcp_gateway_audit_write_duration_seconds", "mcp_gateway_audit_records_total", "mcp_gateway_approvals_pending"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("metric %s missing; have %s", want, got)
 		}

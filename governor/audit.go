@@ -29,6 +29,7 @@ func Audit(log store.AuditLog, redact *Redactor) Step {
 				Args:       redact.Redact(original),
 				ArgsDigest: hex.EncodeToString(sum[:]),
 				Decision:   decision(c),
+				Detail:     c.Detail,
 				Kind:       string(out.Kind),
 				Outcome:    out.Label(),
 				Reason:     out.Reason,
@@ -47,11 +48,15 @@ func Audit(log store.AuditLog, redact *Redactor) Step {
 	}
 }
 
-// decision is "dispatched" when the call reached its server, "refused" when the gateway stopped
-// it before.
+// decision is the policy decision ("allow:rule", "deny:rule", "approved:rule"); for a chain
+// without a policy step "dispatched"; for calls refused before the policy step, "refused".
 func decision(c *Call) string {
-	if c.Dispatched {
+	switch {
+	case c.Decision != "":
+		return c.Decision
+	case c.Dispatched:
 		return "dispatched"
+	default:
+		return "refused"
 	}
-	return "refused"
 }

@@ -17,10 +17,15 @@ type Call struct {
 	Name string
 	// Args is the arguments object as JSON ("{}" when the caller sent none).
 	Args json.RawMessage
-	// Principal is who made the call ("anonymous" without auth; "agent" in agent mode).
+	// Principal is who made the call ("anonymous" without auth; "agent" in agent mode), and
+	// Roles its roles.
 	Principal string
-	// Session is the downstream MCP session id, "" when there is none.
-	Session string
+	Roles     []string
+	// Session is the downstream MCP session id, "" when there is none; SessionCalls the number
+	// of calls the session made before this one, and Labels the labels guards set on it.
+	Session      string
+	SessionCalls int64
+	Labels       map[string]bool
 	// Progress, when set, receives the upstream's progress notifications for this call.
 	Progress func(*mcp.ProgressNotificationParams)
 	// Start is when the gateway received the call.
@@ -30,6 +35,11 @@ type Call struct {
 	Tool *Tool
 	// Dispatched is set once the call has been handed to its server.
 	Dispatched bool
+	// Decision is the policy decision as "effect:rule" ("" before the policy step), for the
+	// audit record.
+	Decision string
+	// Detail holds what the audit record keeps beyond its fields: shadow decisions, rule errors.
+	Detail map[string]any
 }
 
 // Outcome is what the chain made of a call: the result the caller receives and how it ended.

@@ -29,6 +29,8 @@ type Tool struct {
 	Dispatcher Dispatcher
 	// Schema validates the arguments; nil when the tool is served unvalidated.
 	Schema *argschema.Schema
+	// Annotations are the upstream's tool annotations as a map, for policies.
+	Annotations map[string]any
 }
 
 // Physical reports whether the tool's calls move hardware.

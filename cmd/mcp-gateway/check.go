@@ -24,7 +24,13 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintln(stderr, err)
 		return exitError{1}
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d servers, tool names %s)\n", *file, len(cfg.Servers), cfg.Gateway.ToolNames)
+	engine, err := gateway.CompilePolicies(cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError{1}
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d servers, tool names %s, %d policy rules, default %s)\n",
+		*file, len(cfg.Servers), cfg.Gateway.ToolNames, len(engine.Rules()), cfg.Policies.Default)
 	return nil
 }
 

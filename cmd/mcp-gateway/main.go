@@ -28,6 +28,8 @@ var commands = []command{
 	{"status", "show upstreams and lockouts with their age (from the running gateway, else the state file)", runStatus},
 	{"unlock", "reset a server's lockout after inspecting the robot (--reason required; audited)", runUnlock},
 	{"audit", "print or export the audit log (filters, --jsonl); \"audit verify\" checks its hash chain", runAudit},
+	{"approvals", "list pending approval requests, approve or deny one", runApprovals},
+	{"policy", "policy test: run policy test cases against the configured rules", runPolicy},
 	{"check", "load and check a config file; print every problem", runCheck},
 	{"schema", "print the JSON Schema of the config file", runSchema},
 	{"version", "print the version", runVersion},

@@ -45,6 +45,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		addr = ""
 	}
 	logger := newLogger(cfg, stderr)
+	engine, err := gateway.CompilePolicies(cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError{1}
+	}
 
 	reg := gateway.NewRegistry()
 	st, err := store.Open(cfg.Gateway.StateDir, store.Options{Logger: logger, OnAuditCommit: gateway.AuditMetrics(reg)})
@@ -66,7 +71,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"server", l.Server, "tool", l.Tool, "since", l.At, "reason", l.Reason)
 	}
 
-	g := gateway.New(cfg, gateway.Options{Logger: logger, RequireAll: *requireAll, Store: st, Registry: reg, AdminToken: token})
+	g, err := gateway.New(cfg, gateway.Options{Logger: logger, RequireAll: *requireAll, Store: st, Registry: reg, AdminToken: token, Policies: engine})
+	if err != nil {
+		return err
+	}
 	defer func() {
 		if err := g.Close(); err != nil {
 			logger.Error("stopping upstreams", "error", err)

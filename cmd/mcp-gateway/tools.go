@@ -28,7 +28,10 @@ func runTools(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, err)
 		return exitError{1}
 	}
-	g := gateway.New(cfg, gateway.Options{Logger: newLogger(cfg, stderr)})
+	g, err := gateway.New(cfg, gateway.Options{Logger: newLogger(cfg, stderr)})
+	if err != nil {
+		return err
+	}
 	defer g.Close()
 	if err := g.Start(ctx); err != nil {
 		return err

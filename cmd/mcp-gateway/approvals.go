@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mcp-gateway/mcp-gateway/gateway"
+	"github.com/mcp-gateway/mcp-gateway/store"
+)
+
+// runApprovals lists pending approval requests and answers them. Answers go through the running
+// gateway, whose call is waiting; a request of a gateway that stopped has no call left to run.
+func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("approvals", `approvals list|approve ID|deny ID [--reason "…"] [--operator NAME] -c FILE [--all] [--addr HOST:PORT] [--token TOKEN]`, stderr)
+	o := addOpsFlags(fs)
+	reason := fs.String("reason", "", "why, for the audit log (and, on deny, told to the caller)")
+	operator := fs.String("operator", defaultOperator(), "who answers, for the audit log")
+	all := fs.Bool("all", false, "list: every request, not only pending ones")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 || (pos[0] == "list" && len(pos) != 1) || (pos[0] != "list" && len(pos) != 2) ||
+		(pos[0] != "list" && pos[0] != "approve" && pos[0] != "deny") {
+		fmt.Fprintln(stderr, "approvals needs list, approve ID or deny ID")
+		fs.Usage()
+		return exitError{2}
+	}
+	cfg, err := o.loadConfig(fs, stderr)
+	if err != nil {
+		return err
+	}
+	acc, err := openState(cfg, o, true)
+	if errors.Is(err, errNoStateFile) {
+		fmt.Fprintln(stdout, "no approval requests: no gateway has run with this state directory")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer acc.Close()
+
+	if pos[0] == "list" {
+		var list []store.Approval
+		if acc.api != nil {
+			q := ""
+			if *all {
+				q = "?state=all"
+			}
+			err = acc.api.getJSON(ctx, "/admin/approvals"+q, &list)
+		} else {
+			state := store.ApprovalPending
+			if *all {
+				state = ""
+			}
+			list, err = acc.st.ListApprovals(state)
+			fmt.Fprintln(stderr, "note: no gateway is running, so no call is waiting on these requests")
+		}
+		if err != nil {
+			return err
+		}
+		printApprovals(stdout, list)
+		return nil
+	}
+
+	if acc.api == nil {
+		fmt.Fprintln(stderr, "no gateway is running: the call that asked for this approval is gone, so there is nothing to approve or deny")
+		return exitError{1}
+	}
+	id, approve := pos[1], pos[0] == "approve"
+	var got store.Approval
+	err = acc.api.doJSON(ctx, http.MethodPost, "/admin/approvals/"+url.PathEscape(id)+"/"+pos[0],
+		gateway.DecisionRequest{Reason: *reason, Operator: strings.TrimSpace(*operator)}, &got)
+	if err != nil {
+		fmt.Fprintf(stderr, "approval %s: %v\n", id, err)
+		return exitError{1}
+	}
+	if approve {
+		fmt.Fprintf(stdout, "approved %s: %s may now call %s once.\n", id, got.Principal, got.Tool)
+	} else {
+		fmt.Fprintf(stdout, "denied %s: the call to %s by %s was refused.\n", id, got.Tool, got.Principal)
+	}
+	return nil
+}
+
+func printApprovals(w io.Writer, list []store.Approval) {
+	if len(list) == 0 {
+		fmt.Fprintln(w, "no approval requests")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tPRINCIPAL\tTOOL\tRULE\tEXPIRES IN\tARGUMENTS")
+	for _, a := range list {
+		left := time.Until(a.Expires).Round(time.Second)
+		if left < 0 {
+			left = 0
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.State, a.Principal, a.Tool, a.Rule, left, firstLine(string(a.Args), 60))
+	}
+	tw.Flush()
+}

@@ -1,0 +1,103 @@
+package governor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mcp-gateway/mcp-gateway/policies"
+)
+
+// PolicyMetrics count policy decisions: enforced and shadow (log_only) decisions by rule and
+// effect, and rules that could not be evaluated.
+type PolicyMetrics struct {
+	decisions *prometheus.CounterVec
+	errors    *prometheus.CounterVec
+}
+
+// NewPolicyMetrics creates the policy collectors and registers them with reg.
+func NewPolicyMetrics(reg prometheus.Registerer) *PolicyMetrics {
+	m := &PolicyMetrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "policy_decisions_total",
+			Help:      "Policy decisions by deciding rule (\"default\" when no rule matched), effect and mode (enforce, or log_only for shadow would-be decisions).",
+		}, []string{"rule", "effect", "mode"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "policy_rule_errors_total",
+			Help:      "Rules that could not be evaluated for a call (missing key, type mix, cost limit); deny and require_approval rules then apply.",
+		}, []string{"rule"}),
+	}
+	reg.MustRegister(m.decisions, m.errors)
+	return m
+}
+
+// PolicyInput builds what the rules see of a call; the gateway fills the session and state
+// parts it keeps.
+type PolicyInput func(c *Call) *policies.Input
+
+// Policy is step 5: every rule is evaluated, and deny > require_approval > allow > default
+// decides. A denial returns KindPolicyDenied with the rule's id and reason; require_approval
+// holds the call for an operator (§9). Shadow decisions and rule errors are recorded on the call
+// for the audit log and counted, and change nothing.
+func Policy(engine *policies.Engine, input PolicyInput, approvals *Approvals, metrics *PolicyMetrics, logger *slog.Logger) Step {
+	return func(next Handler) Handler {
+		return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
+			d := engine.Evaluate(ctx, input(c))
+			record(c, d, metrics, logger)
+			switch d.Effect {
+			case policies.Deny:
+				return Refuse(KindPolicyDenied, fmt.Sprintf("policy rule %s denied the call to %s: %s", ruleName(d), c.Name, d.Reason))
+			case policies.RequireApproval:
+				if approvals == nil {
+					return Refuse(KindApprovalDenied, fmt.Sprintf(
+						"policy rule %s requires an operator's approval for %s, and this gateway has no approval channel; the call was not run", ruleName(d), c.Name))
+				}
+				if kind, reason := approvals.Request(ctx, c, ruleName(d), d.Reason); kind != "" {
+					return Refuse(kind, reason)
+				}
+				c.Decision = "approved:" + ruleName(d)
+			}
+			return next.Handle(ctx, c)
+		})
+	}
+}
+
+// record notes the decision on the call (for the audit record) and counts it.
+func record(c *Call, d policies.Decision, m *PolicyMetrics, logger *slog.Logger) {
+	c.Decision = d.Effect + ":" + ruleName(d)
+	if len(d.Shadow) > 0 || len(d.Errors) > 0 {
+		if c.Detail == nil {
+			c.Detail = map[string]any{}
+		}
+		if len(d.Shadow) > 0 {
+			c.Detail["shadow"] = d.Shadow
+		}
+		if len(d.Errors) > 0 {
+			c.Detail["rule_errors"] = d.Errors
+		}
+	}
+	for _, e := range d.Errors {
+		logger.Warn("policy rule could not be evaluated", "rule", e.RuleID, "effect", e.Effect, "mode", e.Mode, "tool", c.Name, "call", c.ID, "error", e.Err)
+	}
+	if m == nil {
+		return
+	}
+	m.decisions.WithLabelValues(ruleName(d), d.Effect, policies.Enforce).Inc()
+	for _, s := range d.Shadow {
+		m.decisions.WithLabelValues(s.RuleID, s.Effect, policies.LogOnly).Inc()
+	}
+	for _, e := range d.Errors {
+		m.errors.WithLabelValues(e.RuleID).Inc()
+	}
+}
+
+func ruleName(d policies.Decision) string {
+	if d.RuleID == "" {
+		return "default"
+	}
+	return d.RuleID
+}
