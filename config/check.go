@@ -46,6 +46,7 @@ func (d *decoder) check(cfg *Config) {
 	d.checkAudit(&cfg.Audit)
 	d.checkPolicies(cfg, dir)
 	d.checkApprovals(&cfg.Approvals)
+	d.checkGuardrails(cfg)
 	seen := map[string]int{} // server name -> index of its first server
 	for i := range cfg.Servers {
 		d.checkServer(cfg, i, dir, seen)

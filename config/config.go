@@ -4,11 +4,12 @@ import "time"
 
 // Config is one loaded configuration file.
 type Config struct {
-	Gateway   Gateway   `yaml:"gateway" json:"gateway,omitempty" jsonschema:"description=Settings of the gateway process itself."`
-	Servers   []Server  `yaml:"servers" json:"servers" jsonschema:"minItems=1,description=The upstream MCP servers the gateway fronts."`
-	Audit     Audit     `yaml:"audit" json:"audit,omitempty" jsonschema:"description=What the audit log keeps."`
-	Policies  Policies  `yaml:"policies" json:"policies,omitempty" jsonschema:"description=CEL rules deciding allow / deny / require_approval for every call."`
-	Approvals Approvals `yaml:"approvals" json:"approvals,omitempty" jsonschema:"description=How calls that need an operator's approval are announced and how long they wait."`
+	Gateway    Gateway    `yaml:"gateway" json:"gateway,omitempty" jsonschema:"description=Settings of the gateway process itself."`
+	Servers    []Server   `yaml:"servers" json:"servers" jsonschema:"minItems=1,description=The upstream MCP servers the gateway fronts."`
+	Audit      Audit      `yaml:"audit" json:"audit,omitempty" jsonschema:"description=What the audit log keeps."`
+	Policies   Policies   `yaml:"policies" json:"policies,omitempty" jsonschema:"description=CEL rules deciding allow / deny / require_approval for every call."`
+	Guardrails Guardrails `yaml:"guardrails" json:"guardrails,omitempty" jsonschema:"description=Content guards per stage."`
+	Approvals  Approvals  `yaml:"approvals" json:"approvals,omitempty" jsonschema:"description=How calls that need an operator's approval are announced and how long they wait."`
 
 	// Path is the file the configuration was read from ("" when built in code).
 	Path string `yaml:"-" json:"-"`
@@ -56,6 +57,9 @@ type Server struct {
 	// RestartBackoffMaxSec caps the exponential backoff between restarts of a crashed server.
 	RestartBackoffMaxSec float64 `yaml:"restart_backoff_max_sec" json:"restart_backoff_max_sec,omitempty" jsonschema:"exclusiveMinimum=0,description=Cap of the exponential backoff between restarts in seconds (default 30)."`
 
+	// Untrusted marks a server whose results may carry instructions from outside (the web, a
+	// shared document): every call to it labels the session untrusted for policies.
+	Untrusted bool `yaml:"untrusted" json:"untrusted,omitempty" jsonschema:"description=Its results may carry outside instructions: a call to it labels the session untrusted."`
 	// Physical marks a server whose calls move hardware: one call in flight, timeouts lock out.
 	Physical bool `yaml:"physical" json:"physical,omitempty" jsonschema:"description=Its calls move hardware: one call in flight\\, a timeout locks out."`
 	// QueueSize bounds the calls waiting for their turn on a physical server.

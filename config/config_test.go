@@ -140,23 +140,21 @@ servers:
 			wants: []want{{1, `unknown key "sever" at the top level (did you mean "servers"?); known keys: gateway, servers`}, {0, "servers is missing"}},
 		},
 		{
-			name:  "guardrails not supported yet",
-			src:   "servers: [{name: arm, command: arm}]\nguardrails:\n  tool_call: []\n",
-			wants: []want{{2, `unknown key "guardrails" at the top level: the guardrails section is not supported by this version of mcp-gateway`}},
+			name:  "llm not supported yet",
+			src:   "servers: [{name: arm, command: arm}]\nllm:\n  provider: scripted\n",
+			wants: []want{{2, `unknown key "llm" at the top level: the llm section is not supported by this version of mcp-gateway`}},
 		},
 		{
 			name: "every later section refused",
 			src: `servers: [{name: arm, command: arm}]
-guardrails: {}
 auth: {}
 llm: {}
 experience: {}
 `,
 			wants: []want{
-				{2, `the guardrails section is not supported by this version`},
-				{3, `the auth section is not supported by this version`},
-				{4, `the llm section is not supported by this version`},
-				{5, `the experience section is not supported by this version`},
+				{2, `the auth section is not supported by this version`},
+				{3, `the llm section is not supported by this version`},
+				{4, `the experience section is not supported by this version`},
 			},
 		},
 		{
@@ -1003,4 +1001,30 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestGuardSettingsAreKeptForTheGuard(t *testing.T) {
+	cfg, err := Parse("g.yaml", []byte(`servers: [{name: arm, command: arm}]
+guardrails:
+  tool_result:
+    - id: secrets
+      use: secrets.scan
+      action: redact
+      kinds: [aws_access_key]
+      replacement: "[KEY]"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := cfg.Guardrails.ToolResult[0]
+	if g.ID != "secrets" || g.Action != "redact" || g.Settings == nil || g.Line != 4 || g.File != "g.yaml" {
+		t.Fatalf("guard = %+v", g)
+	}
+	var settings struct {
+		Kinds       []string
+		Replacement string
+	}
+	if err := g.Settings.Decode(&settings); err != nil || settings.Replacement != "[KEY]" || len(settings.Kinds) != 1 {
+		t.Fatalf("settings = %+v, %v", settings, err)
+	}
 }

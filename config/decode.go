@@ -208,8 +208,16 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, loc location) bool {
 	t := v.Type()
 	known := yamlFields(t)
 	src := &source{line: n.Line, keys: map[string]entry{}}
+	var rest *yaml.Node
 	for _, e := range d.entries(n, loc, 0) {
 		i, ok := known.index[e.name]
+		if !ok && known.rest >= 0 {
+			if rest == nil {
+				rest = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: e.line}
+			}
+			rest.Content = append(rest.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: e.name, Line: e.line}, d.resolve(e.value))
+			continue
+		}
 		if !ok {
 			d.unknownKey(e, t, known.names, loc)
 			continue
@@ -219,6 +227,9 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, loc location) bool {
 			e.null = isNull(val)
 		}
 		src.keys[e.name] = e
+	}
+	if rest != nil {
+		v.Field(known.rest).Set(reflect.ValueOf(rest))
 	}
 	d.record(v, src)
 	return true
@@ -387,7 +398,7 @@ func (d *decoder) label(el *yaml.Node) string {
 // unsupportedSections are top-level sections of the product (SPEC §3) that this version does not
 // read yet; they fail like any unknown key, with a message saying why.
 var unsupportedSections = map[string]bool{
-	"guardrails": true, "auth": true, "llm": true, "experience": true,
+	"auth": true, "llm": true, "experience": true,
 }
 
 // nouns name each struct in "unknown key ... in <noun>".
@@ -482,12 +493,19 @@ func truncate(s string) string {
 type fields struct {
 	names []string
 	index map[string]int
+	// rest is the index of a *yaml.Node field tagged `yaml:",inline"`, which collects the keys
+	// the struct does not know (a guard's own settings, checked by the guard); -1 when none.
+	rest int
 }
 
 func yamlFields(t reflect.Type) fields {
-	f := fields{index: map[string]int{}}
+	f := fields{index: map[string]int{}, rest: -1}
 	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		name, opts, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if name == "" && opts == "inline" && t.Field(i).Type == reflect.TypeFor[*yaml.Node]() {
+			f.rest = i
+			continue
+		}
 		if name == "" || name == "-" {
 			continue
 		}

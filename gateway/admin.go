@@ -216,6 +216,7 @@ func (g *Gateway) adminHandler() http.Handler {
 		checked, bad := g.opts.Store.AuditVerify()
 		writeJSON(w, http.StatusOK, VerifyResult{Checked: checked, OK: bad == nil, Bad: bad})
 	})
+	g.registerPinRoutes(mux)
 	return g.requireAdmin(mux)
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -70,6 +71,8 @@ func BuildCatalog(cfg *config.Config, sources []Source, compile CompileFunc) (*C
 				Evaluated:    filters.Overrides[up.Name].Evaluated,
 				ServerConfig: src.Server,
 				Dispatcher:   src.Dispatcher,
+
+				UpstreamDefinition: up,
 			}
 			if prev, ok := c.byName[public]; ok {
 				problems = append(problems, collision(cfg.Path, prev, t))
@@ -142,6 +145,17 @@ func matchAny(patterns []string, name string) bool {
 		}
 	}
 	return false
+}
+
+// Quarantine takes a listed tool out of the list (it stays resolvable, and calls to it are
+// refused with the reason).
+func (c *Catalog) Quarantine(public, reason string) {
+	t, ok := c.byName[public]
+	if !ok || t.Hidden {
+		return
+	}
+	t.Quarantine = reason
+	c.listed = slices.DeleteFunc(c.listed, func(l *governor.Tool) bool { return l.Public == public })
 }
 
 // Resolve finds a tool by its public name, hidden tools included. It implements

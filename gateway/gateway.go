@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/governor"
+	"github.com/mcp-gateway/mcp-gateway/guards"
 	"github.com/mcp-gateway/mcp-gateway/policies"
 	"github.com/mcp-gateway/mcp-gateway/store"
 	"github.com/mcp-gateway/mcp-gateway/upstream"
@@ -41,6 +42,8 @@ type Options struct {
 	AdminToken string
 	// Policies is the compiled rule set (CompilePolicies); nil applies policies.default alone.
 	Policies *policies.Engine
+	// Guards are the compiled guardrails (BuildGuards); nil means none.
+	Guards *GuardSets
 }
 
 // Gateway is one running gateway: its upstreams, its catalog, its call chain and its MCP server.
@@ -56,8 +59,11 @@ type Gateway struct {
 	approvals *governor.Approvals
 	sessions  *sessions
 	inFlight  *inFlight
-	chain    governor.Handler
-	server   *mcp.Server
+
+	guards       *GuardSets
+	guardMetrics *guards.Metrics
+	chain        governor.Handler
+	server       *mcp.Server
 
 	syncMu sync.Mutex                 // serialises catalog rebuilds and the server's tool list
 	served map[string]json.RawMessage // public name → definition registered with server
@@ -83,6 +89,13 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		names = append(names, s.Name)
 	}
 	g.inFlight = newInFlight(names)
+	g.guards = opts.Guards
+	if g.guards == nil {
+		g.guards = &GuardSets{}
+	}
+	if opts.Registry != nil {
+		g.guardMetrics = guards.NewMetrics(opts.Registry)
+	}
 	g.sessions = newSessions(g.liveSessions)
 	if opts.Policies == nil {
 		engine, err := policies.Compile(nil, policies.Options{Default: cfg.Policies.Default})
@@ -151,14 +164,21 @@ func (g *Gateway) buildChain() governor.Handler {
 		policyMetrics = governor.NewPolicyMetrics(g.opts.Registry)
 	}
 	redact := governor.NewRedactor(g.cfg.Audit.RedactKeys)
+	guarding := &governor.Guarding{
+		Approvals: g.approvals,
+		Metrics:   g.guardMetrics,
+		Label:     func(c *governor.Call, label string) { g.sessions.label(c.Session, label) },
+	}
 	steps = append(steps,
 		governor.Audit(st.Audit(), redact),
 		governor.Log(g.log),
 		governor.Resolve(g),
 		governor.CheckLockout(g.lockouts),
 		governor.Validate(redact),
+		governor.GuardCall(g.guards.ToolCall, guarding),
 		governor.Policy(g.opts.Policies, g.policyInput, g.approvals, policyMetrics, g.log),
 		g.inFlight.step(),
+		governor.GuardResult(g.guards.ToolResult, guarding),
 		governor.CheckResult(),
 		governor.LockOnUnknown(st, st.Audit(), g.log),
 	)
@@ -228,7 +248,12 @@ func (g *Gateway) Call(ctx context.Context, c *governor.Call) *governor.Outcome 
 	if len(c.Args) == 0 || string(c.Args) == "null" {
 		c.Args = json.RawMessage("{}")
 	}
-	return g.chain.Handle(ctx, c)
+	out := g.chain.Handle(ctx, c)
+	if c.Tool != nil && c.Tool.ServerConfig.Untrusted && c.Dispatched {
+		// Whatever an untrusted server returned is now in the session's context.
+		g.sessions.label(c.Session, "untrusted")
+	}
+	return out
 }
 
 // handleCall serves tools/call for every name, listed or not.
@@ -264,7 +289,7 @@ func (g *Gateway) unlistedCalls(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method == "tools/call" {
 			if r, ok := req.(*mcp.CallToolRequest); ok {
-				if t, found := g.Resolve(r.Params.Name); !found || t.Hidden {
+				if t, found := g.Resolve(r.Params.Name); !found || t.Hidden || t.Quarantine != "" {
 					return g.handleCall(ctx, r)
 				}
 			}
@@ -287,6 +312,8 @@ func (g *Gateway) refresh() []Problem {
 	}
 	cat, problems := BuildCatalog(g.cfg, sources, g.schemas.compile)
 	g.schemas.retain()
+	problems = append(problems, g.screenDefinitions(cat)...)
+	problems = append(problems, g.applyPins(cat)...)
 	var fatal []Problem
 	for _, p := range problems {
 		g.log.Error("catalog problem", "server", p.Server, "tool", p.Tool, "reason", p.Msg)

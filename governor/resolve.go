@@ -20,6 +20,9 @@ func Resolve(r Resolver) Step {
 					"Tool %s is reserved for the robot's operators and cannot be called by a model or MCP client. Use the listed tools instead.", c.Name))
 			}
 			c.Tool = t
+			if t.Quarantine != "" {
+				return Refuse(KindDefinitionChanged, t.Quarantine)
+			}
 			return next.Handle(ctx, c)
 		})
 	}

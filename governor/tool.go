@@ -31,6 +31,13 @@ type Tool struct {
 	Schema *argschema.Schema
 	// Annotations are the upstream's tool annotations as a map, for policies.
 	Annotations map[string]any
+	// UpstreamDefinition is the tool as the upstream listed it, before renaming and overrides:
+	// what tool pinning digests.
+	UpstreamDefinition *mcp.Tool
+	// Quarantine, when set, keeps the tool out of the list and refuses calls to it with
+	// KindDefinitionChanged: its definition changed since it was pinned, or a tool_definition
+	// guard blocked its description. It says what happened and what the operator must do.
+	Quarantine string
 }
 
 // Physical reports whether the tool's calls move hardware.

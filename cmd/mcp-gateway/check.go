@@ -25,8 +25,13 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		return exitError{1}
 	}
 	engine, err := gateway.CompilePolicies(cfg)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
+	_, guardErr := gateway.BuildGuards(cfg)
+	if err != nil || guardErr != nil {
+		for _, e := range []error{err, guardErr} {
+			if e != nil {
+				fmt.Fprintln(stderr, e)
+			}
+		}
 		return exitError{1}
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d servers, tool names %s, %d policy rules, default %s)\n",

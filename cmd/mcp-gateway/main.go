@@ -29,6 +29,7 @@ var commands = []command{
 	{"unlock", "reset a server's lockout after inspecting the robot (--reason required; audited)", runUnlock},
 	{"audit", "print or export the audit log (filters, --jsonl); \"audit verify\" checks its hash chain", runAudit},
 	{"approvals", "list pending approval requests, approve or deny one", runApprovals},
+	{"pins", "list pinned tool definitions; accept a changed one after reviewing it (audited)", runPins},
 	{"policy", "policy test: run policy test cases against the configured rules", runPolicy},
 	{"check", "load and check a config file; print every problem", runCheck},
 	{"schema", "print the JSON Schema of the config file", runSchema},

@@ -50,6 +50,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, err)
 		return exitError{1}
 	}
+	guardSets, err := gateway.BuildGuards(cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError{1}
+	}
 
 	reg := gateway.NewRegistry()
 	st, err := store.Open(cfg.Gateway.StateDir, store.Options{Logger: logger, OnAuditCommit: gateway.AuditMetrics(reg)})
@@ -71,7 +76,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"server", l.Server, "tool", l.Tool, "since", l.At, "reason", l.Reason)
 	}
 
-	g, err := gateway.New(cfg, gateway.Options{Logger: logger, RequireAll: *requireAll, Store: st, Registry: reg, AdminToken: token, Policies: engine})
+	g, err := gateway.New(cfg, gateway.Options{Logger: logger, RequireAll: *requireAll, Store: st, Registry: reg, AdminToken: token, Policies: engine, Guards: guardSets})
 	if err != nil {
 		return err
 	}

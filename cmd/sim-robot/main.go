@@ -35,6 +35,7 @@ type config struct {
 	describeSuffix string
 	lateTool       bool
 	secret         bool
+	inject         string
 	record         string
 }
 
@@ -114,6 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.describeSuffix, "describe-suffix", "", "append `text` to every tool description")
 	fs.BoolVar(&cfg.lateTool, "late-tool", false, "add the tool calibrate 500ms after the client initializes")
 	fs.BoolVar(&cfg.secret, "secret", false, "put a fake AWS access key in get_scene's observation")
+	fs.StringVar(&cfg.inject, "inject", "", "append `text` (say, a prompt injection) to get_scene's observation, as if read from a label in the cell")
 	fs.StringVar(&cfg.record, "record", "", "append one JSON line {\"tool\",\"args\"} per call to `file`")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/gateway"
+	"github.com/mcp-gateway/mcp-gateway/store"
+)
+
+// runPins lists pinned tool definitions and accepts changed ones (SPEC.md §5). Through a running
+// gateway an accepted tool is listed again at once; on the state file of a stopped gateway it is
+// listed from the next start.
+func runPins(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("pins", `pins list|accept SERVER[/TOOL] -c FILE [--json] [--operator NAME] [--addr HOST:PORT] [--token TOKEN]`, stderr)
+	o := addOpsFlags(fs)
+	asJSON := fs.Bool("json", false, "list: print the pins as JSON, with the pinned and the changed definitions")
+	operator := fs.String("operator", defaultOperator(), "accept: who accepts the change, for the audit log")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 || (pos[0] == "list" && len(pos) != 1) || (pos[0] == "accept" && len(pos) != 2) ||
+		(pos[0] != "list" && pos[0] != "accept") {
+		fmt.Fprintln(stderr, "pins needs list, or accept SERVER[/TOOL] (the tool's upstream name; without it every changed tool of the server)")
+		fs.Usage()
+		return exitError{2}
+	}
+	cfg, err := o.loadConfig(fs, stderr)
+	if err != nil {
+		return err
+	}
+	if pos[0] == "list" {
+		return listPins(ctx, cfg, o, *asJSON, stdout)
+	}
+	server, tool, _ := strings.Cut(pos[1], "/")
+	op := strings.TrimSpace(*operator)
+	if op == "" {
+		op = "operator"
+	}
+	return acceptPins(ctx, cfg, o, server, tool, op, stdout, stderr)
+}
+
+func listPins(ctx context.Context, cfg *config.Config, o *opsFlags, asJSON bool, stdout io.Writer) error {
+	list := []gateway.PinStatus{}
+	acc, err := openState(cfg, o, true)
+	switch {
+	case errors.Is(err, errNoStateFile):
+	case err != nil:
+		return err
+	default:
+		defer acc.Close()
+		if acc.api != nil {
+			err = acc.api.getJSON(ctx, "/admin/pins", &list)
+		} else {
+			var pins []store.Pin
+			pins, err = acc.st.ListPins("")
+			list = gateway.PinStatuses(pins)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(list)
+	}
+	printPins(stdout, cfg, list)
+	return nil
+}
+
+// printPins prints the table, then what changed in each quarantined tool, descriptions in full
+// (quoted, so that an upstream's text cannot drive the terminal): that is what to review.
+func printPins(w io.Writer, cfg *config.Config, list []gateway.PinStatus) {
+	if len(list) == 0 {
+		fmt.Fprintln(w, "no pinned tools: tools are pinned when a gateway first lists them")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVER\tTOOL\tSTATE\tPINNED-AT\tDIGEST")
+	var changed []gateway.PinStatus
+	for _, p := range list {
+		state, digest := "pinned", shortDigest(p.Digest)
+		if p.Quarantined {
+			state, digest = "CHANGED — quarantined", digest+" → "+shortDigest(p.Pending)
+			changed = append(changed, p)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Server, p.Tool, state, p.Pinned.Local().Format("2006-01-02 15:04:05"), digest)
+	}
+	tw.Flush()
+	if len(changed) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	for _, p := range changed {
+		fmt.Fprintf(w, "%s/%s changed at %s: %s\n", p.Server, p.Tool, p.Changed.Local().Format("2006-01-02 15:04:05"), strings.Join(p.Changes, ", "))
+		if slices.Contains(p.Changes, "description") {
+			fmt.Fprintf(w, "  pinned description:  %q\n", descriptionOf(p.Definition))
+			fmt.Fprintf(w, "  changed description: %q\n", descriptionOf(p.PendingDefinition))
+		}
+	}
+	fmt.Fprintf(w, "\n%d tool(s) changed since they were pinned and are not served. --json shows both definitions in full.\n", len(changed))
+	fmt.Fprintf(w, "Review the changes, then: mcp-gateway pins accept SERVER/TOOL -c %s (or SERVER alone for all of its changed tools)\n", cfg.Path)
+}
+
+func shortDigest(d string) string {
+	if len(d) > 12 {
+		return d[:12]
+	}
+	return d
+}
+
+func descriptionOf(def json.RawMessage) string {
+	var d struct {
+		Description string `json:"description"`
+	}
+	_ = json.Unmarshal(def, &d)
+	return d.Description
+}
+
+func acceptPins(ctx context.Context, cfg *config.Config, o *opsFlags, server, tool, operator string, stdout, stderr io.Writer) error {
+	what := server
+	if tool != "" {
+		what += "/" + tool
+	}
+	acc, err := openState(cfg, o, false)
+	if errors.Is(err, errNoStateFile) {
+		fmt.Fprintf(stderr, "nothing to accept for %s: %v\n", what, err)
+		return exitError{1}
+	}
+	if err != nil {
+		return err
+	}
+	defer acc.Close()
+
+	var accepted []gateway.PinStatus
+	if acc.api != nil {
+		err = acc.api.doJSON(ctx, http.MethodPost, "/admin/pins/"+url.PathEscape(server)+"/accept",
+			gateway.AcceptRequest{Tool: tool, Operator: operator}, &accepted)
+		var ae *apiError
+		if errors.As(err, &ae) && ae.status == http.StatusNotFound {
+			fmt.Fprintf(stderr, "nothing to accept for %s: %v\n", what, err)
+			return exitError{1}
+		}
+	} else {
+		var pins []store.Pin
+		pins, err = gateway.AcceptPendingPins(ctx, acc.st, cfg.Gateway.ToolNames, server, tool, operator, "state file")
+		if len(pins) == 0 && (errors.Is(err, gateway.ErrNothingPending) || errors.Is(err, store.ErrNotFound)) {
+			fmt.Fprintf(stderr, "nothing to accept for %s: %v\n", what, err)
+			return exitError{1}
+		}
+		accepted = gateway.PinStatuses(pins)
+	}
+	for _, p := range accepted {
+		fmt.Fprintf(stdout, "%s/%s: changed definition accepted by %s (digest %s); recorded in the audit log.\n",
+			p.Server, p.Tool, operator, shortDigest(p.Digest))
+	}
+	if err != nil {
+		return err
+	}
+	if acc.api != nil {
+		fmt.Fprintln(stdout, "The running gateway lists the accepted tools again.")
+	} else {
+		fmt.Fprintln(stdout, "The gateway is not running: the accepted tools are listed from its next start.")
+	}
+	return nil
+}

@@ -1,0 +1,86 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/mcp-gateway/mcp-gateway/store"
+)
+
+// PinStatus is one pinned tool as GET /admin/pins and `mcp-gateway pins list` report it.
+type PinStatus struct {
+	Server string `json:"server"`
+	// Tool is the upstream's name for the tool.
+	Tool   string    `json:"tool"`
+	Digest string    `json:"digest"`
+	Pinned time.Time `json:"pinned"`
+	// Pending is the digest of a changed definition waiting for acceptance, first seen at
+	// Changed; Changes names what differs from the pinned one.
+	Pending string    `json:"pending,omitempty"`
+	Changed time.Time `json:"changed,omitzero"`
+	Changes []string  `json:"changes,omitempty"`
+	// Quarantined: the tool has a pending change, so it is kept out of the list and refused
+	// for as long as its upstream serves the changed definition.
+	Quarantined       bool            `json:"quarantined"`
+	Definition        json.RawMessage `json:"definition"`
+	PendingDefinition json.RawMessage `json:"pending_definition,omitempty"`
+}
+
+// PinStatuses reports pins, in their order.
+func PinStatuses(pins []store.Pin) []PinStatus {
+	out := make([]PinStatus, 0, len(pins))
+	for _, p := range pins {
+		s := PinStatus{
+			Server: p.Server, Tool: p.Tool, Digest: p.Digest, Pinned: p.Pinned, Definition: p.Definition,
+			Pending: p.Pending, Quarantined: p.Pending != "",
+		}
+		if p.Pending != "" {
+			s.Changed, s.PendingDefinition = p.Changed, p.PendingDefinition
+			s.Changes = DefinitionChanges(p.Definition, p.PendingDefinition)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// AcceptRequest is the body of POST /admin/pins/{server}/accept. Tool "" accepts every pending
+// change of the server.
+type AcceptRequest struct {
+	Tool     string `json:"tool"`
+	Operator string `json:"operator"`
+}
+
+// registerPinRoutes serves GET /admin/pins and POST /admin/pins/{server}/accept.
+func (g *Gateway) registerPinRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /admin/pins", func(w http.ResponseWriter, r *http.Request) {
+		pins, err := g.opts.Store.ListPins("")
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, PinStatuses(pins))
+	})
+	mux.HandleFunc("POST /admin/pins/{server}/accept", func(w http.ResponseWriter, r *http.Request) {
+		var req AcceptRequest
+		if r.ContentLength != 0 {
+			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil {
+				writeError(w, http.StatusBadRequest, `the body must be JSON: {"tool": "upstream tool name, or empty for every changed tool of the server", "operator": "who"}`)
+				return
+			}
+		}
+		if req.Operator == "" {
+			req.Operator = "admin"
+		}
+		accepted, err := g.AcceptPins(r.PathValue("server"), req.Tool, req.Operator)
+		switch {
+		case len(accepted) == 0 && (errors.Is(err, ErrNothingPending) || errors.Is(err, store.ErrNotFound)):
+			writeError(w, http.StatusNotFound, err.Error())
+		case err != nil:
+			writeError(w, http.StatusInternalServerError, err.Error())
+		default:
+			writeJSON(w, http.StatusOK, PinStatuses(accepted))
+		}
+	})
+}
