@@ -47,6 +47,7 @@ func (d *decoder) check(cfg *Config) {
 	d.checkPolicies(cfg, dir)
 	d.checkApprovals(&cfg.Approvals)
 	d.checkGuardrails(cfg)
+	d.checkAuth(cfg)
 	seen := map[string]int{} // server name -> index of its first server
 	for i := range cfg.Servers {
 		d.checkServer(cfg, i, dir, seen)
@@ -88,6 +89,13 @@ func (d *decoder) checkGateway(g *Gateway, dir string) {
 	d.enum(src, loc, "lockout_scope", &g.LockoutScope, LockoutGlobal, LockoutGlobal, LockoutServer)
 	d.enum(src, loc, "log_format", &g.LogFormat, LogFormatText, LogFormatText, LogFormatJSON)
 	d.enum(src, loc, "log_level", &g.LogLevel, LogLevelInfo, LogLevelDebug, LogLevelInfo, LogLevelWarn, LogLevelError)
+
+	switch {
+	case !src.has("shutdown_grace"):
+		g.ShutdownGrace = Duration(DefaultShutdownGrace)
+	case src.valid("shutdown_grace") && g.ShutdownGrace < 0:
+		d.errorf(src.valueLine("shutdown_grace"), loc.field("shutdown_grace"), "must not be negative; write 0s to cancel calls in flight at once")
+	}
 }
 
 func (d *decoder) checkAudit(a *Audit) {

@@ -10,6 +10,7 @@ type Config struct {
 	Policies   Policies   `yaml:"policies" json:"policies,omitempty" jsonschema:"description=CEL rules deciding allow / deny / require_approval for every call."`
 	Guardrails Guardrails `yaml:"guardrails" json:"guardrails,omitempty" jsonschema:"description=Content guards per stage."`
 	Approvals  Approvals  `yaml:"approvals" json:"approvals,omitempty" jsonschema:"description=How calls that need an operator's approval are announced and how long they wait."`
+	Auth       Auth       `yaml:"auth" json:"auth,omitempty" jsonschema:"description=Bearer tokens for /mcp and /admin and the principals they stand for."`
 
 	// Path is the file the configuration was read from ("" when built in code).
 	Path string `yaml:"-" json:"-"`
@@ -36,6 +37,14 @@ type Gateway struct {
 	AdminTokenEnv string `yaml:"admin_token_env" json:"admin_token_env,omitempty" jsonschema:"description=Environment variable holding the /admin bearer token; without it a random token is written to admin.token in state_dir at start."`
 	// LogLevel is "debug", "info", "warn" or "error".
 	LogLevel string `yaml:"log_level" json:"log_level,omitempty" jsonschema:"enum=debug,enum=info,enum=warn,enum=error,description=Minimum log level (default info)."`
+	// AllowedOrigins are the browser origins (scheme://host[:port], port * for any) whose pages
+	// may use /mcp; a request without an Origin header is not from a browser page and passes.
+	AllowedOrigins []string `yaml:"allowed_origins" json:"allowed_origins,omitempty" jsonschema:"description=Browser origins allowed on /mcp such as http://localhost:6274 (port * for any); requests without Origin pass (default: localhost\\, 127.0.0.1 and [::1] on any port)."`
+	// MaxBodyBytes bounds the body of one request to /mcp; a larger one gets 413.
+	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes,omitempty" jsonschema:"minimum=1024,description=Largest request body accepted on /mcp in bytes; larger ones get 413 (default 4194304)."`
+	// ShutdownGrace is how long calls in flight may run on after SIGTERM or SIGINT before they
+	// are cancelled (a cancelled physical call locks out).
+	ShutdownGrace Duration `yaml:"shutdown_grace" json:"shutdown_grace,omitempty" jsonschema:"type=string,description=How long calls in flight may finish after SIGTERM before they are cancelled such as 30s (default 30s)."`
 }
 
 // Server is one upstream MCP server: a child process over stdio (Command) or a streamable HTTP
@@ -204,3 +213,6 @@ type Webhook struct {
 
 // DefaultApprovalTimeout is how long a call waits for an approval by default.
 const DefaultApprovalTimeout = 5 * time.Minute
+
+// DefaultShutdownGrace is how long calls in flight may finish at shutdown by default.
+const DefaultShutdownGrace = 30 * time.Second

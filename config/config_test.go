@@ -147,14 +147,12 @@ servers:
 		{
 			name: "every later section refused",
 			src: `servers: [{name: arm, command: arm}]
-auth: {}
 llm: {}
 experience: {}
 `,
 			wants: []want{
-				{2, `the auth section is not supported by this version`},
-				{3, `the llm section is not supported by this version`},
-				{4, `the experience section is not supported by this version`},
+				{2, `the llm section is not supported by this version`},
+				{3, `the experience section is not supported by this version`},
 			},
 		},
 		{

@@ -398,7 +398,7 @@ func (d *decoder) label(el *yaml.Node) string {
 // unsupportedSections are top-level sections of the product (SPEC §3) that this version does not
 // read yet; they fail like any unknown key, with a message saying why.
 var unsupportedSections = map[string]bool{
-	"auth": true, "llm": true, "experience": true,
+	"llm": true, "experience": true,
 }
 
 // nouns name each struct in "unknown key ... in <noun>".
@@ -435,6 +435,9 @@ func (d *decoder) typeError(n *yaml.Node, t reflect.Type, loc location) {
 
 // expect says what a value of Go type t looks like in YAML.
 func expect(t reflect.Type) string {
+	if t == reflect.TypeFor[Duration]() {
+		return "a duration such as 90s, 5m or 1h30m"
+	}
 	switch t.Kind() {
 	case reflect.String:
 		return "a string"

@@ -19,9 +19,9 @@
 //
 // A server is either a stdio child process (command, with args, cwd and env) or a streamable
 // HTTP endpoint (url, with headers_env), never both. Credentials never appear in the file:
-// headers_env names the environment variable that holds each header's value. The sections
-// policies, guardrails, approvals, auth, llm and experience of the product are not read by this
-// version and are refused with a message saying so.
+// headers_env names the environment variable that holds each header's value, and auth.tokens
+// the variable that holds each token. The sections llm and experience of the product are not
+// read by this version and are refused with a message saying so.
 //
 // # Defaults
 //

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -226,5 +227,39 @@ func connectHTTPWhenListening(t *testing.T, gw *gatewayProc) *mcp.ClientSession 
 			t.Fatalf("gateway never listened:\n%s", gw.stderr.String())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestClientCancellationReachesTheUpstream: a client that cancels its call makes the gateway
+// send notifications/cancelled upstream, for that call only.
+func TestClientCancellationReachesTheUpstream(t *testing.T) {
+	cfg, addr := writeConfig(t, `
+gateway: {listen: "{{listen}}"}
+servers:
+  - name: robot
+    command: "{{sim}}"
+    args: ["-name", "{{marker}}"]
+`)
+	gw := startGateway(t, cfg, addr)
+	cs := connectHTTP(t, addr, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(300 * time.Millisecond); cancel() }()
+	start := time.Now()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "robot__wait", Arguments: map[string]any{"timeout_sec": 30}}); err == nil {
+		t.Fatal("a cancelled call returned a result")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("cancellation took %s", d)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(gw.stderr.String(), "wait cancelled") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the robot never saw the cancellation; gateway log:\n%s", gw.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The session goes on: the next call works.
+	if _, env := call(t, cs, "robot__get_scene", map[string]any{}); env["success"] != true {
+		t.Fatalf("after the cancellation: %v", env)
 	}
 }

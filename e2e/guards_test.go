@@ -102,6 +102,15 @@ approvals: {use: memory, timeout: 1s}
 	if strings.Contains(readFile(t, filepath.Join(cfgDir(cfg), "calls.jsonl")), "counter") {
 		t.Fatal("the held call reached the robot")
 	}
+	// The audit log shows where the label came from and that the held call carried it.
+	recs := auditJSONL(t, "-c", cfg)
+	if findRecord(recs, func(r auditRecord) bool {
+		return r.Tool == "robot__get_scene" && strings.Contains(mustJSON(r.Detail["labels_set"]), "untrusted")
+	}) == nil || findRecord(recs, func(r auditRecord) bool {
+		return r.Kind == "approval_expired" && strings.Contains(mustJSON(r.Detail["labels"]), `"untrusted":true`)
+	}) == nil {
+		t.Fatalf("labels missing from the audit records: %s", mustJSON(recs))
+	}
 	// Another session is not affected.
 	other := connectHTTP(t, addr, nil)
 	if _, env := call(t, other, "robot__navigate_to", map[string]any{"target": "counter"}); env["success"] != true {

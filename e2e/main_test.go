@@ -199,15 +199,34 @@ func (p *gatewayProc) stop(t *testing.T) {
 // connectHTTP connects an MCP client to the gateway's streamable HTTP endpoint.
 func connectHTTP(t *testing.T, addr string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
+	return connectHTTPAs(t, addr, "", opts)
+}
+
+// connectHTTPAs connects like connectHTTP, sending token as the bearer token unless it is "".
+func connectHTTPAs(t *testing.T, addr, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	transport := &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp"}
+	if token != "" {
+		transport.HTTPClient = &http.Client{Transport: bearerTransport{token: token}}
+	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-client", Version: "1"}, opts)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp"}, nil)
+	cs, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		t.Fatalf("connect over HTTP: %v", err)
 	}
 	t.Cleanup(func() { cs.Close() })
 	return cs
+}
+
+// bearerTransport adds "Authorization: Bearer <token>" to every request.
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // connectStdio starts `mcp-gateway serve -c cfg --stdio` as the client's child process.

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
@@ -132,9 +132,7 @@ func (g *Gateway) adminHandler() http.Handler {
 			writeError(w, http.StatusBadRequest, `the body must be JSON: {"reason": "what was inspected", "operator": "who"}`)
 			return
 		}
-		if req.Operator == "" {
-			req.Operator = "admin"
-		}
+		req.Operator = operatorOf(r, req.Operator)
 		res, err := g.Unlock(r.Context(), r.PathValue("server"), req.Operator, req.Reason)
 		switch {
 		case errors.Is(err, ErrNotLocked):
@@ -171,9 +169,7 @@ func (g *Gateway) adminHandler() http.Handler {
 					return
 				}
 			}
-			if req.Operator == "" {
-				req.Operator = "admin"
-			}
+			req.Operator = operatorOf(r, req.Operator)
 			a, err := g.approvals.Decide(r.Context(), r.PathValue("id"), approve, req.Operator, req.Reason)
 			switch {
 			case errors.Is(err, store.ErrNotFound):
@@ -216,6 +212,7 @@ func (g *Gateway) adminHandler() http.Handler {
 		checked, bad := g.opts.Store.AuditVerify()
 		writeJSON(w, http.StatusOK, VerifyResult{Checked: checked, OK: bad == nil, Bad: bad})
 	})
+	mux.HandleFunc("POST /admin/reload", g.serveReload)
 	g.registerPinRoutes(mux)
 	return g.requireAdmin(mux)
 }
@@ -270,22 +267,24 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
-// requireAdmin lets a request through only with the admin bearer token, compared in constant
-// time. The token itself is never logged.
+// requireAdmin lets a request through only when its principal, which Handler identified by the
+// bearer token, holds the admin role: the admin token's principal "admin", or an auth.tokens
+// entry with role admin. The token itself is never logged.
 func (g *Gateway) requireAdmin(next http.Handler) http.Handler {
-	want := []byte(g.opts.AdminToken)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(want) == 0 || g.opts.Store == nil {
+		if g.opts.AdminToken == "" || g.opts.Store == nil {
 			writeError(w, http.StatusNotFound, "the admin API is not enabled on this gateway")
 			return
 		}
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-gateway admin"`)
-			writeError(w, http.StatusUnauthorized, "a valid admin bearer token is required (Authorization: Bearer <token>); the CLI reads it from admin.token in the state directory or MCP_GATEWAY_ADMIN_TOKEN")
-			return
+		p := PrincipalFromContext(r.Context())
+		switch {
+		case p == nil:
+			unauthorized(w, r, adminTokenHint)
+		case !p.HasRole(config.RoleAdmin):
+			writeError(w, http.StatusForbidden, fmt.Sprintf("principal %s lacks the role %s, which the admin API needs", p.ID, config.RoleAdmin))
+		default:
+			next.ServeHTTP(w, r)
 		}
-		next.ServeHTTP(w, r)
 	})
 }
 
@@ -299,4 +298,23 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+// operatorOf is who an admin action is audited as. The local admin token (admin.token) is
+// shared by whoever can read the state directory, so the operator name the request gives is
+// recorded as it is; a configured principal's token identifies its holder, so a different name
+// is recorded beside it ("alice (via ops-bot)").
+func operatorOf(r *http.Request, claimed string) string {
+	id := adminPrincipal
+	if p := PrincipalFromContext(r.Context()); p != nil {
+		id = p.ID
+	}
+	switch {
+	case claimed == "" || claimed == id:
+		return id
+	case id == adminPrincipal:
+		return claimed
+	default:
+		return claimed + " (via " + id + ")"
+	}
 }

@@ -70,9 +70,7 @@ func (g *Gateway) registerPinRoutes(mux *http.ServeMux) {
 				return
 			}
 		}
-		if req.Operator == "" {
-			req.Operator = "admin"
-		}
+		req.Operator = operatorOf(r, req.Operator)
 		accepted, err := g.AcceptPins(r.PathValue("server"), req.Tool, req.Operator)
 		switch {
 		case len(accepted) == 0 && (errors.Is(err, ErrNothingPending) || errors.Is(err, store.ErrNotFound)):

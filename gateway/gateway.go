@@ -48,6 +48,9 @@ type Options struct {
 
 // Gateway is one running gateway: its upstreams, its catalog, its call chain and its MCP server.
 type Gateway struct {
+	// cfg is the config the gateway started with. The settings of the process (gateway name,
+	// listen, state_dir, logging, admin token, auth) come from it alone; everything a reload
+	// changes is read from config().
 	cfg  *config.Config
 	opts Options
 	log  *slog.Logger
@@ -55,14 +58,18 @@ type Gateway struct {
 
 	catalog   atomic.Pointer[Catalog]
 	schemas   *schemaCache
-	lockouts  *governor.Lockouts
+	lockouts  *lockoutView // under the lockout_scope in force
 	approvals *governor.Approvals
+	notifier  *liveNotifier // the approval channel in force
 	sessions  *sessions
 	inFlight  *inFlight
+	shutdown  shutdown // refuses new calls and cancels late ones at shutdown (shutdown.go)
 
-	guards       *GuardSets
+	guards       *GuardSets // in force; read and replaced under syncMu
 	guardMetrics *guards.Metrics
-	chain        governor.Handler
+	metrics      chainMetrics
+	live         atomic.Pointer[generation] // the config in force and its chain; Reload swaps both
+	reloadMu     sync.Mutex                 // one reload at a time
 	server       *mcp.Server
 
 	syncMu sync.Mutex                 // serialises catalog rebuilds and the server's tool list
@@ -94,37 +101,39 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		g.guards = &GuardSets{}
 	}
 	if opts.Registry != nil {
+		// Once: every chain a reload builds counts into the same collectors.
 		g.guardMetrics = guards.NewMetrics(opts.Registry)
+		g.metrics = chainMetrics{calls: governor.NewMetrics(opts.Registry), policies: governor.NewPolicyMetrics(opts.Registry)}
 	}
 	g.sessions = newSessions(g.liveSessions)
-	if opts.Policies == nil {
-		engine, err := policies.Compile(nil, policies.Options{Default: cfg.Policies.Default})
-		if err != nil {
+	engine := opts.Policies
+	if engine == nil {
+		var err error
+		if engine, err = policies.Compile(nil, policies.Options{Default: cfg.Policies.Default}); err != nil {
 			return nil, err
 		}
-		g.opts.Policies = engine
 	}
 	if opts.Store != nil {
 		notifier, err := newNotifier(cfg.Approvals, logger)
 		if err != nil {
 			return nil, err
 		}
-		g.approvals = governor.NewApprovals(opts.Store, opts.Store.Audit(), notifier, time.Duration(cfg.Approvals.Timeout), logger)
+		g.notifier = newLiveNotifier(notifier)
+		g.approvals = governor.NewApprovals(opts.Store, opts.Store.Audit(), g.notifier, time.Duration(cfg.Approvals.Timeout), logger)
 	}
 
 	upOpts := upstream.Options{
 		Logger:         logger,
 		OnToolsChanged: func(string) { g.refresh() },
 	}
+	var lockouts *governor.Lockouts
 	if opts.Store != nil {
-		g.lockouts = governor.NewLockouts(opts.Store, cfg.Gateway.LockoutScope)
-		upOpts.Admit = g.lockouts.Admit(func(server string) bool {
-			s := cfg.Server(server)
-			return s != nil && s.Physical
-		})
+		lockouts = governor.NewLockouts(opts.Store, cfg.Gateway.LockoutScope)
+		g.lockouts = newLockoutView(lockouts)
+		upOpts.Admit = g.lockouts.admit(g.physical)
 	}
 	g.ups = upstream.NewManager(cfg.Servers, upOpts)
-	g.chain = g.buildChain()
+	g.live.Store(&generation{cfg: cfg, chain: g.buildChain(cfg, engine, g.guards, lockouts)})
 	if opts.Registry != nil {
 		registerGatewayMetrics(opts.Registry, g)
 	}
@@ -146,10 +155,17 @@ func (g *Gateway) liveSessions() map[string]bool {
 	return live
 }
 
-// buildChain composes the governed call chain of SPEC.md §6, once. Outermost first: metrics and
-// audit see every call and its final outcome; the lockout is committed right around dispatch,
-// before the failure travels back out.
-func (g *Gateway) buildChain() governor.Handler {
+// chainMetrics are the chain's collectors, registered once by New and shared by every chain.
+// Both are nil without a registry.
+type chainMetrics struct {
+	calls    *governor.Metrics
+	policies *governor.PolicyMetrics
+}
+
+// buildChain composes the governed call chain of SPEC.md §6 for cfg, at start and at every
+// reload. Outermost first: metrics and audit see every call and its final outcome; the lockout
+// is committed right around dispatch, before the failure travels back out.
+func (g *Gateway) buildChain(cfg *config.Config, engine *policies.Engine, sets *GuardSets, lockouts *governor.Lockouts) governor.Handler {
 	st := g.opts.Store
 	if st == nil {
 		return governor.HandlerFunc(func(ctx context.Context, c *governor.Call) *governor.Outcome {
@@ -158,12 +174,10 @@ func (g *Gateway) buildChain() governor.Handler {
 		})
 	}
 	var steps []governor.Step
-	var policyMetrics *governor.PolicyMetrics
-	if g.opts.Registry != nil {
-		steps = append(steps, governor.NewMetrics(g.opts.Registry).Observe())
-		policyMetrics = governor.NewPolicyMetrics(g.opts.Registry)
+	if g.metrics.calls != nil {
+		steps = append(steps, g.metrics.calls.Observe())
 	}
-	redact := governor.NewRedactor(g.cfg.Audit.RedactKeys)
+	redact := governor.NewRedactor(cfg.Audit.RedactKeys)
 	guarding := &governor.Guarding{
 		Approvals: g.approvals,
 		Metrics:   g.guardMetrics,
@@ -173,12 +187,12 @@ func (g *Gateway) buildChain() governor.Handler {
 		governor.Audit(st.Audit(), redact),
 		governor.Log(g.log),
 		governor.Resolve(g),
-		governor.CheckLockout(g.lockouts),
+		governor.CheckLockout(lockouts),
 		governor.Validate(redact),
-		governor.GuardCall(g.guards.ToolCall, guarding),
-		governor.Policy(g.opts.Policies, g.policyInput, g.approvals, policyMetrics, g.log),
+		governor.GuardCall(sets.ToolCall, guarding),
+		governor.Policy(engine, g.policyInput, g.approvals, g.metrics.policies, g.log),
 		g.inFlight.step(),
-		governor.GuardResult(g.guards.ToolResult, guarding),
+		governor.GuardResult(sets.ToolResult, guarding),
 		governor.CheckResult(),
 		governor.LockOnUnknown(st, st.Audit(), g.log),
 	)
@@ -244,11 +258,16 @@ func (g *Gateway) Call(ctx context.Context, c *governor.Call) *governor.Outcome 
 	if c.Start.IsZero() {
 		c.Start = time.Now()
 	}
+	ctx, finish, admitted := g.shutdown.enter(ctx)
+	if !admitted {
+		return g.refuseDraining(ctx, c)
+	}
+	defer finish()
 	g.sessions.begin(c)
 	if len(c.Args) == 0 || string(c.Args) == "null" {
 		c.Args = json.RawMessage("{}")
 	}
-	out := g.chain.Handle(ctx, c)
+	out := g.live.Load().chain.Handle(ctx, c)
 	if c.Tool != nil && c.Tool.ServerConfig.Untrusted && c.Dispatched {
 		// Whatever an untrusted server returned is now in the session's context.
 		g.sessions.label(c.Session, "untrusted")
@@ -258,10 +277,12 @@ func (g *Gateway) Call(ctx context.Context, c *governor.Call) *governor.Outcome 
 
 // handleCall serves tools/call for every name, listed or not.
 func (g *Gateway) handleCall(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	principal, roles := callerOf(req)
 	c := &governor.Call{
 		Name:      req.Params.Name,
 		Args:      req.Params.Arguments,
-		Principal: "anonymous",
+		Principal: principal,
+		Roles:     roles,
 		Start:     time.Now(),
 	}
 	if req.Session != nil {
@@ -304,13 +325,17 @@ func (g *Gateway) unlistedCalls(next mcp.MethodHandler) mcp.MethodHandler {
 func (g *Gateway) refresh() []Problem {
 	g.syncMu.Lock()
 	defer g.syncMu.Unlock()
+	cfg := g.config()
 	var sources []Source
-	for i := range g.cfg.Servers {
-		s := &g.cfg.Servers[i]
+	for i := range cfg.Servers {
+		s := &cfg.Servers[i]
 		u := g.ups.Get(s.Name)
+		if u == nil {
+			continue // added by a reload that has not reached the upstreams yet
+		}
 		sources = append(sources, Source{Server: s, Tools: u.Tools(), Dispatcher: u})
 	}
-	cat, problems := BuildCatalog(g.cfg, sources, g.schemas.compile)
+	cat, problems := BuildCatalog(cfg, sources, g.schemas.compile)
 	g.schemas.retain()
 	problems = append(problems, g.screenDefinitions(cat)...)
 	problems = append(problems, g.applyPins(cat)...)

@@ -13,17 +13,32 @@ import (
 // Handler serves the gateway over HTTP: streamable MCP at /mcp, liveness at /healthz,
 // readiness at /readyz (ready when every upstream is up and has listed its tools), Prometheus
 // metrics at /metrics and the operators' API under /admin/.
-func (g *Gateway) Handler() http.Handler {
+//
+// creds are the bearer tokens of auth.tokens (LoadCredentials). With any, /mcp needs one of
+// them and its principal is the caller of every tool call of the request; without, /mcp is open
+// and calls are anonymous. /admin/ takes them and the admin token, and needs the admin role.
+// /mcp refuses pages of origins not in gateway.allowed_origins, and bodies over
+// gateway.max_body_bytes (413).
+func (g *Gateway) Handler(creds []Credential) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &mcp.StreamableHTTPOptions{
+	var mcpHandler http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &mcp.StreamableHTTPOptions{
 		Logger: g.log,
 		// A client that goes away cancels its calls, which tells the upstream to stop.
 		PropagateRequestCancellation: true,
-	}))
+		// checkOrigin guards against DNS rebinding by gateway.allowed_origins instead. The SDK's
+		// own check refuses every Host but localhost on a loopback connection, which would
+		// refuse a reverse proxy on this machine with no setting to allow it.
+		DisableLocalhostProtection: true,
+		MaxRequestBodyBytes:        g.cfg.Gateway.MaxBodyBytes,
+	})
+	if len(creds) > 0 {
+		mcpHandler = identify(creds, requirePrincipal(mcpTokenHint, carryPrincipal(mcpHandler)))
+	}
+	mux.Handle("/mcp", checkOrigin(allowedOrigins(g.cfg.Gateway.AllowedOrigins), mcpHandler))
 	if g.opts.Registry != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(g.opts.Registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelError)}))
 	}
-	mux.Handle("/admin/", g.adminHandler())
+	mux.Handle("/admin/", identify(withAdminToken(creds, g.opts.AdminToken), g.adminHandler()))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))

@@ -228,7 +228,7 @@ func (g *Gateway) AcceptPins(server, tool string, operator string) ([]store.Pin,
 	// Under the catalog lock, so that a rebuild running meanwhile cannot write back the pin as
 	// it read it before the acceptance.
 	g.syncMu.Lock()
-	accepted, err := AcceptPendingPins(context.Background(), st, g.cfg.Gateway.ToolNames, server, tool, operator, "")
+	accepted, err := AcceptPendingPins(context.Background(), st, g.config().Gateway.ToolNames, server, tool, operator, "")
 	g.syncMu.Unlock()
 	for _, p := range accepted {
 		g.log.Warn("changed tool definition accepted by an operator", "server", p.Server, "tool", p.Tool, "operator", operator, "digest", p.Digest)

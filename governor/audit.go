@@ -39,6 +39,12 @@ func Audit(log store.AuditLog, redact *Redactor) Step {
 			if c.Tool != nil {
 				rec.Server = c.Tool.Server
 			}
+			if len(c.Labels) > 0 {
+				if rec.Detail == nil {
+					rec.Detail = map[string]any{}
+				}
+				rec.Detail["labels"] = c.Labels
+			}
 			if !json.Valid(rec.Args) {
 				rec.Args = nil
 			}

@@ -42,10 +42,10 @@ func dispatchFailure(ctx, callCtx context.Context, c *Call, deadline time.Durati
 		return Refuse(KindExecutionStatusUnknown, locked.Reason())
 	case ctx.Err() != nil && notSent:
 		return Refuse(KindCancelled, fmt.Sprintf(
-			"the call to %s was cancelled by the caller before it was sent to server %s; nothing was done.", c.Name, t.Server))
+			"the call to %s was cancelled %s before it was sent to server %s; nothing was done.", c.Name, cancelledBy(ctx), t.Server))
 	case ctx.Err() != nil:
 		return unknown(Refuse(KindCancelled, fmt.Sprintf(
-			"the call to %s was cancelled by the caller before it finished; the server %s was told to stop it. What the robot did is not known from here.", c.Name, t.Server)))
+			"the call to %s was cancelled %s before it finished; the server %s was told to stop it. What the robot did is not known from here.", c.Name, cancelledBy(ctx), t.Server)))
 	case errors.Is(err, upstream.ErrQueueFull):
 		return Refuse(KindUpstreamBusy, fmt.Sprintf(
 			"server %s runs one physical action at a time and too many calls are already waiting; wait for the current action to finish, then call %s again.", t.Server, c.Name))
@@ -64,6 +64,15 @@ func dispatchFailure(ctx, callCtx context.Context, c *Call, deadline time.Durati
 	default:
 		return Refuse(KindUpstreamError, fmt.Sprintf("server %s answered the call to %s with an error: %v", t.Server, c.Name, err))
 	}
+}
+
+// cancelledBy says who cancelled a call: the caller, or the cause the gateway gave (shutting
+// down).
+func cancelledBy(ctx context.Context) string {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
+		return "because " + cause.Error()
+	}
+	return "by the caller"
 }
 
 // unknown marks an outcome whose call was sent and whose effect is unknown.

@@ -38,9 +38,16 @@ func (g *Guarding) note(c *Call, stage guards.Stage, r guards.Result) {
 			c.Detail["guard_errors"] = append(prev, r.Errors...)
 		}
 	}
-	if g.Label != nil {
-		for _, l := range r.Labels {
-			g.Label(c, l)
+	if len(r.Labels) > 0 {
+		if c.Detail == nil {
+			c.Detail = map[string]any{}
+		}
+		prev, _ := c.Detail["labels_set"].([]string)
+		c.Detail["labels_set"] = append(prev, r.Labels...)
+		if g.Label != nil {
+			for _, l := range r.Labels {
+				g.Label(c, l)
+			}
 		}
 	}
 }

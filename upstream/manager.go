@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
@@ -38,16 +41,33 @@ type Options struct {
 
 // Manager supervises every configured upstream server.
 type Manager struct {
-	ups    []*Upstream
-	byName map[string]*Upstream
+	opts    Options
+	servers atomic.Pointer[serverSet] // replaced whole by Reconfigure
 
 	ctx    context.Context // ends at Close; parent of every supervisor
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the supervisors
 
+	reconfigure sync.Mutex // one Reconfigure at a time
+
 	mu      sync.Mutex
 	started bool
 	closed  bool
+	stops   map[*Upstream]context.CancelFunc // ends one supervisor; set while it runs
+}
+
+// serverSet is the servers in config order, and by name.
+type serverSet struct {
+	ups    []*Upstream
+	byName map[string]*Upstream
+}
+
+func newServerSet(ups []*Upstream) *serverSet {
+	s := &serverSet{ups: ups, byName: make(map[string]*Upstream, len(ups))}
+	for _, u := range ups {
+		s.byName[u.Name()] = u
+	}
+	return s
 }
 
 // NewManager prepares one Upstream per server, in config order. Nothing starts before Start.
@@ -58,12 +78,12 @@ func NewManager(servers []config.Server, opts Options) *Manager {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{byName: make(map[string]*Upstream, len(servers)), ctx: ctx, cancel: cancel}
+	m := &Manager{opts: opts, ctx: ctx, cancel: cancel, stops: make(map[*Upstream]context.CancelFunc)}
+	var ups []*Upstream
 	for _, cfg := range servers {
-		u := newUpstream(cfg, opts)
-		m.ups = append(m.ups, u)
-		m.byName[cfg.Name] = u
+		ups = append(ups, newUpstream(cfg, opts))
 	}
+	m.servers.Store(newServerSet(ups))
 	return m
 }
 
@@ -80,19 +100,45 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.started = true
 	begin := time.Now()
-	for _, u := range m.ups {
-		u.started.Store(true)
-		u.setState(Starting, nil)
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			u.supervise(m.ctx)
-		}()
+	ups := m.servers.Load().ups
+	for _, u := range ups {
+		m.launch(u)
 	}
 	m.mu.Unlock()
+	return awaitStarted(ctx, ups, begin)
+}
 
+// launch starts u's supervisor. Called with mu held, before Close.
+func (m *Manager) launch(u *Upstream) {
+	ctx, cancel := context.WithCancel(m.ctx)
+	m.stops[u] = cancel
+	u.started.Store(true)
+	u.setState(Starting, nil)
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer cancel()
+		u.supervise(ctx)
+	}()
+}
+
+// stop ends u's supervisor, if it runs, and returns when u's session and child are gone.
+func (m *Manager) stop(u *Upstream) {
+	m.mu.Lock()
+	cancel := m.stops[u]
+	delete(m.stops, u)
+	m.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-u.done
+	}
+}
+
+// awaitStarted waits until each of ups is ready or its startup_timeout_sec, counted from
+// begin, has passed (or ctx ends), and names every server that was not ready.
+func awaitStarted(ctx context.Context, ups []*Upstream, begin time.Time) error {
 	var notReady []NotReady
-	for _, u := range m.ups {
+	for _, u := range ups {
 		wait, cancel := context.WithDeadline(ctx, begin.Add(u.startupTimeout()+startSlack))
 		_, err := u.awaitReady(wait)
 		cancel()
@@ -106,11 +152,95 @@ func (m *Manager) Start(ctx context.Context) error {
 	return nil
 }
 
-// Get returns the server with that name, or nil.
-func (m *Manager) Get(name string) *Upstream { return m.byName[name] }
+// Reconfigure brings the servers in line with servers, the configuration of a reload. A server
+// whose launch settings changed (see sameLaunch) is stopped, then started again with the new
+// ones; a server no longer configured is stopped; a new one is started; every other server keeps
+// running untouched, with its session, child and tool list. It returns the names of each group,
+// in config order.
+//
+// A server is stopped like at Close: calls in flight on it fail as when it crashes. Stopped
+// servers are gone before any server starts, so that one robot driver never runs twice. Like
+// Start, it then waits for the started servers and returns a *StartError naming those not ready
+// in time; they keep retrying in the background. Before Start it only replaces the servers that
+// Start will start. It fails only after Close.
+func (m *Manager) Reconfigure(ctx context.Context, servers []config.Server) (restarted, started, stopped []string, err error) {
+	m.reconfigure.Lock()
+	defer m.reconfigure.Unlock()
 
-// All returns every server in config order.
-func (m *Manager) All() []*Upstream { return m.ups }
+	current := m.servers.Load()
+	next := make([]*Upstream, 0, len(servers))
+	var fresh, retired []*Upstream
+	configured := make(map[string]bool, len(servers))
+	for _, cfg := range servers {
+		configured[cfg.Name] = true
+		old := current.byName[cfg.Name]
+		if old != nil && sameLaunch(old.cfg, cfg) {
+			next = append(next, old)
+			continue
+		}
+		u := newUpstream(cfg, m.opts)
+		next = append(next, u)
+		fresh = append(fresh, u)
+		if old != nil {
+			retired = append(retired, old)
+			restarted = append(restarted, cfg.Name)
+		} else {
+			started = append(started, cfg.Name)
+		}
+	}
+	for _, u := range current.ups {
+		if !configured[u.Name()] {
+			retired = append(retired, u)
+			stopped = append(stopped, u.Name())
+		}
+	}
+
+	var wg sync.WaitGroup
+	for _, u := range retired {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.stop(u)
+		}()
+	}
+	wg.Wait()
+
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, nil, nil, errors.New("upstream: Reconfigure called after Close")
+	}
+	m.servers.Store(newServerSet(next))
+	if !m.started {
+		m.mu.Unlock()
+		return restarted, started, stopped, nil
+	}
+	begin := time.Now()
+	for _, u := range fresh {
+		m.launch(u)
+	}
+	m.mu.Unlock()
+	return restarted, started, stopped, awaitStarted(ctx, fresh, begin)
+}
+
+// sameLaunch reports whether a running server can keep running under the configuration b: an
+// Upstream is built from these settings (its process or connection, its call queue, its
+// start-up and restart timing) and holds them for its life. The rest of a server's settings
+// (call timeouts, contract, untrusted, tool filters) is read per call by the gateway. A setting
+// the supervisor comes to read must be added here.
+func sameLaunch(a, b config.Server) bool {
+	return a.Name == b.Name && a.Command == b.Command && slices.Equal(a.Args, b.Args) && a.Cwd == b.Cwd &&
+		maps.Equal(a.Env, b.Env) && a.URL == b.URL && maps.Equal(a.HeadersEnv, b.HeadersEnv) &&
+		a.Physical == b.Physical && a.QueueSize == b.QueueSize &&
+		a.StartupTimeoutSec == b.StartupTimeoutSec && a.RestartBackoffMaxSec == b.RestartBackoffMaxSec
+}
+
+// Get returns the server with that name, or nil.
+func (m *Manager) Get(name string) *Upstream { return m.servers.Load().byName[name] }
+
+// All returns every server in config order. A Reconfigure after the call does not change the
+// slice returned.
+func (m *Manager) All() []*Upstream { return m.servers.Load().ups }
 
 // Close stops every server: each child's process group is signalled and the child reaped, each
 // HTTP session closed, and every goroutine of the package has returned when Close returns.

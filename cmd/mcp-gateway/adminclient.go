@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,7 +40,7 @@ func addOpsFlags(fs *flag.FlagSet) *opsFlags {
 	o := &opsFlags{}
 	fs.StringVar(&o.config, "c", "", "config file (required): gives state_dir and gateway.listen")
 	fs.StringVar(&o.addr, "addr", "", "`HOST:PORT` of a running gateway's admin API, when it is not gateway.listen (a gateway started with --listen)")
-	fs.StringVar(&o.token, "token", "", "admin bearer `TOKEN` (default: $"+adminTokenVar+", else the variable named by gateway.admin_token_env, else admin.token in state_dir); the environment is safer than the command line")
+	fs.StringVar(&o.token, "token", "", "admin bearer `TOKEN` (default: $"+adminTokenVar+", else the variable named by gateway.admin_token_env, else the token_env of an auth.tokens entry with role admin, else admin.token in state_dir); the environment is safer than the command line")
 	return o
 }
 
@@ -150,9 +151,10 @@ func newAdminClient(cfg *config.Config, o *opsFlags, locked *store.LockedError) 
 }
 
 // resolveToken finds the admin token: --token, then $MCP_GATEWAY_ADMIN_TOKEN, then the variable
-// named by gateway.admin_token_env, then admin.token in state_dir. The configured variable comes
-// before the file because a gateway configured with it does not write the file, so a file found
-// there is left over from an earlier run. It returns where the token came from.
+// named by gateway.admin_token_env, then the token_env of the first auth.tokens entry with role
+// admin that is set, then admin.token in state_dir. The configured variables come before the file
+// because a gateway configured with admin_token_env does not write the file, so a file found
+// there may be left over from an earlier run. It returns where the token came from.
 func resolveToken(cfg *config.Config, o *opsFlags) (token, source string, err error) {
 	if o.token != "" {
 		return o.token, "--token", nil
@@ -160,20 +162,27 @@ func resolveToken(cfg *config.Config, o *opsFlags) (token, source string, err er
 	if t := strings.TrimSpace(os.Getenv(adminTokenVar)); t != "" {
 		return t, "$" + adminTokenVar, nil
 	}
+	looked := "--token, $" + adminTokenVar
 	env := cfg.Gateway.AdminTokenEnv
 	if env != "" {
 		if t := strings.TrimSpace(os.Getenv(env)); t != "" {
 			return t, "$" + env + " (gateway.admin_token_env)", nil
 		}
+		looked += ", $" + env
+	}
+	for _, tok := range cfg.Auth.Tokens {
+		if !slices.Contains(tok.Roles, config.RoleAdmin) {
+			continue
+		}
+		if t := strings.TrimSpace(os.Getenv(tok.TokenEnv)); t != "" {
+			return t, "$" + tok.TokenEnv + " (auth.tokens, principal " + tok.Principal + ")", nil
+		}
+		looked += ", $" + tok.TokenEnv
 	}
 	file := filepath.Join(cfg.Gateway.StateDir, AdminTokenFile)
 	data, ferr := os.ReadFile(file)
 	if t := strings.TrimSpace(string(data)); ferr == nil && t != "" {
 		return t, file, nil
-	}
-	looked := "--token, $" + adminTokenVar
-	if env != "" {
-		looked += ", $" + env
 	}
 	return "", "", fmt.Errorf("none found (looked at %s and %s)", looked, file)
 }
@@ -223,8 +232,11 @@ func (c *adminClient) do(ctx context.Context, method, path string, body any) (*h
 	if json.Unmarshal(text, &e) == nil && e.Error != "" {
 		msg = e.Error
 	}
-	if resp.StatusCode == http.StatusUnauthorized {
+	switch resp.StatusCode {
+	case http.StatusUnauthorized:
 		msg = fmt.Sprintf("the admin API at %s refused the admin token from %s (HTTP 401): %s", c.base, c.tokenSource, msg)
+	case http.StatusForbidden:
+		msg = fmt.Sprintf("the admin API at %s refused the token from %s (HTTP 403): %s", c.base, c.tokenSource, msg)
 	}
 	return nil, &apiError{status: resp.StatusCode, msg: msg}
 }

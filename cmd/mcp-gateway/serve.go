@@ -11,7 +11,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
@@ -20,11 +22,12 @@ import (
 )
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "serve -c FILE [--stdio] [--listen ADDR] [--require-all]", stderr)
+	fs := newFlags("serve", "serve -c FILE [--stdio] [--listen ADDR] [--require-all] [--insecure-listen]", stderr)
 	file := fs.String("c", "", "config file (required)")
 	stdio := fs.Bool("stdio", false, "serve one MCP session on stdin/stdout; HTTP is then off unless --listen is given")
 	listen := fs.String("listen", "", "serve HTTP on this address instead of gateway.listen")
 	requireAll := fs.Bool("require-all", false, "fail start-up when any upstream is not ready within its startup timeout")
+	insecureListen := fs.Bool("insecure-listen", false, "serve HTTP on an address other than loopback without auth.tokens: anyone who can reach it can call every tool")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -45,6 +48,24 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		addr = ""
 	}
 	logger := newLogger(cfg, stderr)
+	// From here on SIGHUP never stops the process: once serving, it reloads the config.
+	hangup := make(chan os.Signal, 1)
+	signal.Notify(hangup, syscall.SIGHUP)
+	defer signal.Stop(hangup)
+	creds, err := gateway.LoadCredentials(cfg, os.LookupEnv)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError{1}
+	}
+	if addr != "" && len(creds) == 0 && !gateway.LoopbackListen(addr) {
+		if !*insecureListen {
+			fmt.Fprintf(stderr, "mcp-gateway serve: refusing to listen on %s without authentication: anyone who can reach that address could call the robot's tools.\n"+
+				"  Configure auth.tokens so that /mcp needs a bearer token, or listen on a loopback address (127.0.0.1),\n"+
+				"  or pass --insecure-listen if only trusted hosts can reach %s.\n", addr, addr)
+			return exitError{1}
+		}
+		logger.Warn("serving /mcp without authentication on an address other than loopback (--insecure-listen): anyone who can reach it can call every tool", "listen", addr)
+	}
 	engine, err := gateway.CompilePolicies(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -99,11 +120,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return err
 	}
+	stopReloads := reloadOnHangup(ctx, g, hangup)
+	defer stopReloads()
 
 	errc := make(chan error, 2)
 	var srv *http.Server
 	if ln != nil {
-		srv = &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+		// No ReadTimeout or WriteTimeout: an MCP stream stays open as long as its session and a
+		// call may run for minutes. Headers must arrive promptly and idle connections close.
+		srv = &http.Server{
+			Handler:           g.Handler(creds),
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       120 * time.Second,
+			MaxHeaderBytes:    64 << 10,
+			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		}
 		go func() { errc <- srv.Serve(ln) }()
 		url := "http://" + ln.Addr().String() + "/mcp"
 		logger.Info("serving MCP over streamable HTTP", "url", url)
@@ -117,7 +148,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *stdio {
 		logger.Info("serving MCP over stdio")
-		go func() { errc <- g.ServeStdio(ctx) }()
+		// Not ctx: a signal starts the drain below, and the session must stay open until the
+		// calls in flight have answered; it ends with the process.
+		go func() { errc <- g.ServeStdio(context.WithoutCancel(ctx)) }()
 	}
 	if ln == nil && !*stdio {
 		return errors.New("nothing to serve: gateway.listen is empty; give --stdio or --listen")
@@ -133,16 +166,49 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			logger.Info("stopping", "reason", "client disconnected")
 		}
 	}
+	// Stop taking work: the HTTP listener closes at once, and calls arriving on open sessions are
+	// refused. The calls in flight get gateway.shutdown_grace to finish; then they are cancelled
+	// (a physical one locks out) and get cancelUnwind to return: their upstreams are told to
+	// stop, and their lockouts and audit records are written on the way out.
+	const cancelUnwind = 10 * time.Second
+	httpCtx, stopHTTP := context.WithCancel(context.Background())
+	defer stopHTTP()
+	httpDone := make(chan struct{})
+	if srv != nil {
+		go func() { _ = srv.Shutdown(httpCtx); close(httpDone) }()
+	}
+	grace := time.Duration(cfg.Gateway.ShutdownGrace)
+	drainCtx, cancelDrain := context.WithTimeout(context.Background(), grace+cancelUnwind)
+	report := g.Drain(drainCtx, grace)
+	cancelDrain()
+	switch {
+	case report.Abandoned > 0:
+		logger.Error("calls still running after they were cancelled; stopping anyway", "calls", report.Abandoned, "grace", grace)
+	case report.Cancelled > 0:
+		logger.Warn("calls cancelled at the end of the shutdown grace; a cancelled physical call locks its server out",
+			"cancelled", report.Cancelled, "in_flight", report.InFlight, "grace", grace)
+	case report.InFlight > 0:
+		logger.Info("calls in flight finished", "calls", report.InFlight, "took", report.Took)
+	}
+	if report.InFlight > 0 {
+		// The MCP SDK writes a call's response after the call returns, and no longer does once
+		// the session is closing: give the last responses a moment to leave.
+		time.Sleep(250 * time.Millisecond)
+	}
 	if srv != nil {
 		// Open MCP sessions hold their streams; close them so that Shutdown does not wait out
 		// its timeout for clients that stay connected.
 		for ss := range g.MCPServer().Sessions() {
 			_ = ss.Close()
 		}
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdownCtx)
+		select {
+		case <-httpDone:
+		case <-time.After(5 * time.Second):
+			stopHTTP()
+			<-httpDone
+		}
 	}
+	// Deferred above: the upstreams stop, then the state file closes after its last audit commit.
 	return nil
 }
 
@@ -191,4 +257,27 @@ func adminToken(cfg *config.Config) (string, error) {
 		return "", fmt.Errorf("writing the admin token: %w", err)
 	}
 	return token, nil
+}
+
+// reloadOnHangup reloads the config file at every SIGHUP until ctx ends or the returned function
+// is called; that function returns once a reload in progress has finished. The gateway logs and
+// audits every reload; a refused config leaves the running one in force.
+func reloadOnHangup(ctx context.Context, g *gateway.Gateway, hangup <-chan os.Signal) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-hangup:
+				_, _ = g.ReloadFile(ctx, "signal")
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
