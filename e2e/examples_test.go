@@ -31,7 +31,7 @@ type gatewayMetric struct {
 }
 
 var gatewayMetrics = map[string]gatewayMetric{
-	"mcp_gateway_tool_calls_total":             {labels: []string{"server", "tool", "outcome"}},
+	"mcp_gateway_tool_calls_total":             {labels: []string{"server", "tool", "outcome", "principal"}},
 	"mcp_gateway_tool_call_duration_seconds":   {labels: []string{"server", "tool"}, histogram: true},
 	"mcp_gateway_lockout_active":               {labels: []string{"server"}},
 	"mcp_gateway_upstream_up":                  {labels: []string{"server"}},

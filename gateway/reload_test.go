@@ -185,9 +185,9 @@ func TestReloadAppliesPolicyWithoutRestartingUpstreams(t *testing.T) {
 		t.Fatalf("audit records of the reload: %+v", recs)
 	}
 	// The metrics were registered once and keep counting across chains.
-	want := `mcp_gateway_tool_calls_total{outcome="ok",server="robot",tool="robot__move"} 1
-mcp_gateway_tool_calls_total{outcome="ok",server="robot",tool="robot__scan"} 1
-mcp_gateway_tool_calls_total{outcome="policy_denied",server="robot",tool="robot__move"} 1
+	want := `mcp_gateway_tool_calls_total{outcome="ok",principal="tester",server="robot",tool="robot__move"} 1
+mcp_gateway_tool_calls_total{outcome="ok",principal="tester",server="robot",tool="robot__scan"} 1
+mcp_gateway_tool_calls_total{outcome="policy_denied",principal="tester",server="robot",tool="robot__move"} 1
 `
 	if err := testutil.GatherAndCompare(f.reg, strings.NewReader(callsHelp+want), "mcp_gateway_tool_calls_total"); err != nil {
 		t.Fatal(err)
@@ -195,7 +195,7 @@ mcp_gateway_tool_calls_total{outcome="policy_denied",server="robot",tool="robot_
 }
 
 // callsHelp is the exposition header of mcp_gateway_tool_calls_total.
-const callsHelp = `# HELP mcp_gateway_tool_calls_total Tool calls by server, public tool name and outcome (ok, tool_failure or a failure kind).
+const callsHelp = `# HELP mcp_gateway_tool_calls_total Tool calls by server, public tool name, outcome (ok, tool_failure or a failure kind) and principal.
 # TYPE mcp_gateway_tool_calls_total counter
 `
 

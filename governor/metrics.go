@@ -14,9 +14,9 @@ const Namespace = "mcp_gateway"
 // caller's text never becomes a label value, so label sets stay bounded.
 const unresolved = "(unknown)"
 
-// Metrics are the chain's Prometheus collectors: calls by server, tool and outcome, and call
-// latency. Labels hold catalog names and outcome kinds only — never arguments, sessions or
-// error text.
+// Metrics are the chain's Prometheus collectors: calls by server, tool, outcome and principal,
+// and call latency. Labels hold catalog names, outcome kinds and principals only — never
+// arguments, sessions or error text.
 type Metrics struct {
 	calls   *prometheus.CounterVec
 	latency *prometheus.HistogramVec
@@ -28,8 +28,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace,
 			Name:      "tool_calls_total",
-			Help:      "Tool calls by server, public tool name and outcome (ok, tool_failure or a failure kind).",
-		}, []string{"server", "tool", "outcome"}),
+			Help:      "Tool calls by server, public tool name, outcome (ok, tool_failure or a failure kind) and principal.",
+		}, []string{"server", "tool", "outcome", "principal"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace,
 			Name:      "tool_call_duration_seconds",
@@ -50,9 +50,19 @@ func (m *Metrics) Observe() Step {
 			if c.Tool != nil {
 				server, tool = c.Tool.Server, c.Tool.Public
 			}
-			m.calls.WithLabelValues(server, tool, out.Label()).Inc()
+			m.calls.WithLabelValues(server, tool, out.Label(), principalLabel(c.Principal)).Inc()
 			m.latency.WithLabelValues(server, tool).Observe(time.Since(c.Start).Seconds())
 			return out
 		})
 	}
+}
+
+// principalLabel is the principal as a label value. Principals come from auth.tokens in the
+// config, or are one of the gateway's own ("anonymous", "agent", "admin"), so the set is
+// bounded; an empty one is "anonymous".
+func principalLabel(p string) string {
+	if p == "" {
+		return "anonymous"
+	}
+	return p
 }
