@@ -213,6 +213,7 @@ func (g *Gateway) adminHandler() http.Handler {
 		writeJSON(w, http.StatusOK, VerifyResult{Checked: checked, OK: bad == nil, Bad: bad})
 	})
 	mux.HandleFunc("POST /admin/reload", g.serveReload)
+	g.registerOpsRoutes(mux)
 	g.registerPinRoutes(mux)
 	return g.requireAdmin(mux)
 }
