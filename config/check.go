@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/mcp-gateway/mcp-gateway/internal/suggest"
 )
 
 var (
@@ -330,7 +332,7 @@ func (d *decoder) enum(src *source, loc location, key string, v *string, def str
 		*v = def
 	case src.valid(key) && !slices.Contains(allowed, *v):
 		hint := ""
-		if c := closest(*v, allowed); c != "" {
+		if c := suggest.Closest(*v, allowed); c != "" {
 			hint = fmt.Sprintf(" (did you mean %q?)", c)
 		}
 		d.errorf(src.valueLine(key), loc.field(key), "%q is not valid%s; use one of: %s", truncate(*v), hint, strings.Join(allowed, ", "))

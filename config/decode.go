@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/mcp-gateway/mcp-gateway/internal/suggest"
 )
 
 // The decoder walks the yaml.Node tree itself instead of handing it to yaml.Decoder with
@@ -418,7 +420,7 @@ func (d *decoder) unknownKey(e entry, t reflect.Type, known []string, loc locati
 		return
 	}
 	hint := ""
-	if c := closest(e.name, known); c != "" {
+	if c := suggest.Closest(e.name, known); c != "" {
 		hint = fmt.Sprintf(" (did you mean %q?)", c)
 	}
 	d.errorf(e.line, loc, "unknown key %q %s%s; known keys: %s", truncate(e.name), nouns[t], hint, knownList)

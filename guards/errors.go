@@ -3,6 +3,8 @@ package guards
 import (
 	"fmt"
 	"strings"
+
+	"github.com/mcp-gateway/mcp-gateway/internal/suggest"
 )
 
 // Problem is one thing wrong with one configured guard.
@@ -95,48 +97,9 @@ func (e SettingErrors) err() error {
 	return e
 }
 
-// closest returns the candidate a misspelled name most likely meant, or "" when none is close:
-// case, "-" and "_" are ignored first, then one edit plus one per four characters is allowed.
-func closest(name string, candidates []string) string {
-	norm := func(s string) string {
-		return strings.NewReplacer("_", "", "-", "", ".", "").Replace(strings.ToLower(s))
-	}
-	best, bestDist := "", 2+len(name)/4
-	for _, c := range candidates {
-		if norm(c) == norm(name) {
-			return c
-		}
-		if d := editDistance(strings.ToLower(name), strings.ToLower(c)); d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
-// suggest is " (did you mean X?)" or, without a close candidate, " (one of: a, b, c)".
-func suggest(name string, candidates []string) string {
-	if c := closest(name, candidates); c != "" {
+// suggestion is " (did you mean X?)" or, without a close candidate, " (one of: a, b, c)".
+func suggestion(name string, candidates []string) string {
+	if c := suggest.Closest(name, candidates); c != "" {
 		return fmt.Sprintf(" (did you mean %q?)", c)
 	}
 	return " (one of: " + strings.Join(candidates, ", ") + ")"

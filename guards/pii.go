@@ -72,7 +72,7 @@ func newPII(node *yaml.Node) (Guard, error) {
 		case entityPhone:
 			g.phone = true
 		default:
-			errs.add(itemLine(node, "entities", i), "unknown entity %q%s", name, suggest(name, piiEntities))
+			errs.add(itemLine(node, "entities", i), "unknown entity %q%s", name, suggestion(name, piiEntities))
 		}
 	}
 	tmpl := "[{entity}]"

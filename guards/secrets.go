@@ -75,7 +75,7 @@ func newSecrets(node *yaml.Node) (Guard, error) {
 	want := map[string]bool{}
 	for i, k := range s.Kinds {
 		if _, ok := detectorIndex(k); !ok {
-			errs.add(itemLine(node, "kinds", i), "unknown kind %q%s", k, suggest(k, names))
+			errs.add(itemLine(node, "kinds", i), "unknown kind %q%s", k, suggestion(k, names))
 		}
 		want[k] = true
 	}

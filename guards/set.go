@@ -131,7 +131,7 @@ func Build(stage Stage, specs []Spec) (*Set, error) {
 		for i, s := range allStages {
 			names[i] = string(s)
 		}
-		return nil, &BuildError{[]Problem{{Msg: fmt.Sprintf("unknown stage %q%s", stage, suggest(string(stage), names))}}}
+		return nil, &BuildError{[]Problem{{Msg: fmt.Sprintf("unknown stage %q%s", stage, suggestion(string(stage), names))}}}
 	}
 	set := &Set{stage: stage}
 	var problems []Problem
@@ -154,21 +154,21 @@ func Build(stage Stage, specs []Spec) (*Set, error) {
 		switch sp.Action {
 		case ActionNone, ActionBlock, ActionRedact, ActionEscalate:
 		default:
-			add(0, "unknown action %q%s", sp.Action, suggest(string(sp.Action), []string{"block", "redact", "escalate"}))
+			add(0, "unknown action %q%s", sp.Action, suggestion(string(sp.Action), []string{"block", "redact", "escalate"}))
 		}
 		switch sp.Mode {
 		case "", ModeEnforce:
 		case ModeLogOnly:
 			e.logOnly = true
 		default:
-			add(0, "unknown mode %q%s", sp.Mode, suggest(sp.Mode, []string{ModeEnforce, ModeLogOnly}))
+			add(0, "unknown mode %q%s", sp.Mode, suggestion(sp.Mode, []string{ModeEnforce, ModeLogOnly}))
 		}
 		switch sp.FailMode {
 		case "", FailClosed:
 		case FailOpen:
 			e.failOpen = true
 		default:
-			add(0, "unknown fail_mode %q%s", sp.FailMode, suggest(sp.FailMode, []string{FailClosed, FailOpen}))
+			add(0, "unknown fail_mode %q%s", sp.FailMode, suggestion(sp.FailMode, []string{FailClosed, FailOpen}))
 		}
 		if sp.Timeout < 0 {
 			add(0, "timeout must not be negative")
@@ -190,7 +190,7 @@ func Build(stage Stage, specs []Spec) (*Set, error) {
 			if sp.Use == "" {
 				add(0, "needs use: one of %s", strings.Join(Uses(), ", "))
 			} else {
-				add(0, "unknown guard %q%s", sp.Use, suggest(sp.Use, Uses()))
+				add(0, "unknown guard %q%s", sp.Use, suggestion(sp.Use, Uses()))
 			}
 			continue
 		}

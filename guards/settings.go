@@ -87,7 +87,7 @@ func checkKeys(m *yaml.Node, t reflect.Type, errs *SettingErrors, depth int) {
 		ft, known := fields[k.Value]
 		switch {
 		case !known:
-			errs.add(k.Line, "unknown setting %q%s", k.Value, suggest(k.Value, names))
+			errs.add(k.Line, "unknown setting %q%s", k.Value, suggestion(k.Value, names))
 			continue
 		case seen[k.Value]:
 			errs.add(k.Line, "setting %q is given twice", k.Value)
