@@ -1,0 +1,213 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+// The Chat Completions wire types, limited to what the translator sends and
+// reads. They serve every OpenAI-compatible provider.
+type (
+	chatMessage struct {
+		Role       string         `json:"role"`
+		Content    *string        `json:"content"`
+		ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
+		ToolCallID string         `json:"tool_call_id,omitempty"`
+	}
+	chatToolCall struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"function"`
+	}
+	chatTool struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description,omitempty"`
+			Parameters  json.RawMessage `json:"parameters"`
+		} `json:"function"`
+	}
+	chatResponse struct {
+		ID      string `json:"id"`
+		Model   string `json:"model"`
+		Choices []struct {
+			Message struct {
+				Content          *string        `json:"content"`
+				Refusal          *string        `json:"refusal"`
+				ReasoningContent string         `json:"reasoning_content"`
+				Reasoning        string         `json:"reasoning"`
+				ToolCalls        []chatToolCall `json:"tool_calls"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage struct {
+			PromptTokens        int `json:"prompt_tokens"`
+			CompletionTokens    int `json:"completion_tokens"`
+			PromptTokensDetails struct {
+				CachedTokens int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+			// Cost is OpenRouter's report of what the request cost.
+			Cost float64 `json:"cost"`
+		} `json:"usage"`
+		Error *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+)
+
+// The two names providers use for the output-token limit.
+const (
+	MaxTokensParam           = "max_tokens"
+	MaxCompletionTokensParam = "max_completion_tokens"
+)
+
+// OpenAIChatRequest builds a Chat Completions request body from c.
+//
+// The instructions become one system message. Tool calls are sent with
+// their arguments as a JSON string, and each tool result as its own tool
+// message. The output-token limit, when the call sets one, is sent under
+// maxTokensParam: "max_tokens" (also when empty) or "max_completion_tokens".
+func OpenAIChatRequest(c *Call, maxTokensParam string) ([]byte, error) {
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("openai chat request: %w", err)
+	}
+	if maxTokensParam == "" {
+		maxTokensParam = MaxTokensParam
+	}
+	if maxTokensParam != MaxTokensParam && maxTokensParam != MaxCompletionTokensParam {
+		return nil, fmt.Errorf("openai chat request: max tokens parameter %q: want %q or %q", maxTokensParam, MaxTokensParam, MaxCompletionTokensParam)
+	}
+	var msgs []chatMessage
+	if len(c.Instructions) > 0 {
+		msgs = append(msgs, chatMessage{Role: "system", Content: ptr(joinInstructions(c.Instructions))})
+	}
+	for _, m := range c.Messages {
+		switch m.Role {
+		case RoleUser:
+			msgs = append(msgs, chatMessage{Role: "user", Content: ptr(m.Text)})
+		case RoleAssistant:
+			am := chatMessage{Role: "assistant"}
+			if m.Text != "" {
+				am.Content = ptr(m.Text)
+			}
+			for _, tc := range m.ToolCalls {
+				w := chatToolCall{ID: tc.ID, Type: "function"}
+				w.Function.Name = tc.Name
+				args, _ := json.Marshal(argumentsText(tc))
+				w.Function.Arguments = args
+				am.ToolCalls = append(am.ToolCalls, w)
+			}
+			msgs = append(msgs, am)
+		case RoleTool:
+			for _, r := range m.ToolResults {
+				msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: r.CallID, Content: ptr(r.Content)})
+			}
+		}
+	}
+	req := map[string]any{"model": c.Controls.Model, "messages": msgs}
+	if len(c.Tools) > 0 {
+		tools := make([]chatTool, 0, len(c.Tools))
+		for _, t := range c.Tools {
+			w := chatTool{Type: "function"}
+			w.Function.Name, w.Function.Description, w.Function.Parameters = t.Name, t.Description, t.inputSchema()
+			tools = append(tools, w)
+		}
+		req["tools"] = tools
+	}
+	if c.Controls.MaxTokens > 0 {
+		req[maxTokensParam] = c.Controls.MaxTokens
+	}
+	if c.Controls.Temperature != nil {
+		req["temperature"] = *c.Controls.Temperature
+	}
+	return json.Marshal(req)
+}
+
+// OpenAIChatResult reads a Chat Completions response body into a Result,
+// from its first choice.
+//
+// Tool-call arguments arrive as a JSON string that must parse to an object;
+// when one does not, the call keeps the text in Raw with nil Arguments so
+// the loop answers invalid_tool_arguments. A non-empty refusal field makes
+// a refusal, and finish_reason content_filter a refusal with that reason.
+// reasoning_content (DeepSeek, Qwen) and reasoning (OpenRouter) become a
+// reasoning block. The request id comes from the x-request-id header, else
+// the completion id; tool calls make the finish reason tool_calls even
+// where a compatible server says stop; usage.cost, when the provider reports it, is the cost.
+func OpenAIChatResult(body []byte, header http.Header) (*Result, error) {
+	var resp chatResponse
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return nil, fmt.Errorf("openai chat response: %w", err)
+	}
+	if resp.Error != nil {
+		return nil, fmt.Errorf("openai chat response: %s", resp.Error.Message)
+	}
+	if len(resp.Choices) == 0 {
+		return nil, fmt.Errorf("openai chat response: no choices")
+	}
+	choice := resp.Choices[0]
+	msg := choice.Message
+	res := &Result{
+		Blocks: []Block{},
+		Usage: Usage{
+			InputTokens:     resp.Usage.PromptTokens,
+			OutputTokens:    resp.Usage.CompletionTokens,
+			CacheReadTokens: resp.Usage.PromptTokensDetails.CachedTokens,
+			CostUSD:         resp.Usage.Cost,
+		},
+		Evidence: Evidence{RequestID: requestID(header, resp.ID, "x-request-id"), Model: resp.Model},
+	}
+	if r := msg.ReasoningContent + msg.Reasoning; r != "" {
+		res.Blocks = append(res.Blocks, Block{Kind: BlockReasoning, Text: r})
+	}
+	if msg.Content != nil && *msg.Content != "" {
+		res.Blocks = append(res.Blocks, Block{Kind: BlockText, Text: *msg.Content})
+	}
+	for i, w := range msg.ToolCalls {
+		if w.Type != "" && w.Type != "function" {
+			return nil, fmt.Errorf("openai chat response: tool call %d: unsupported type %q", i, w.Type)
+		}
+		if w.ID == "" || w.Function.Name == "" {
+			return nil, fmt.Errorf("openai chat response: tool call %d without id or name", i)
+		}
+		tc := &ToolCall{ID: w.ID, Name: w.Function.Name}
+		var text string
+		if err := json.Unmarshal(w.Function.Arguments, &text); err == nil {
+			tc.Arguments, tc.Raw = parseArguments(text)
+		} else if isObject(w.Function.Arguments) {
+			// Some compatible servers send the object itself.
+			tc.Arguments = compact(w.Function.Arguments)
+		} else {
+			tc.Raw = string(w.Function.Arguments)
+		}
+		res.Blocks = append(res.Blocks, Block{Kind: BlockToolCall, ToolCall: tc})
+	}
+	switch {
+	case msg.Refusal != nil && *msg.Refusal != "":
+		res.refuse(FinishRefusal, *msg.Refusal)
+		return res, nil
+	case choice.FinishReason == "content_filter":
+		res.refuse(FinishContentFilter, "finish_reason: content_filter")
+		return res, nil
+	}
+	switch choice.FinishReason {
+	case "stop", "tool_calls", "function_call":
+		// Some compatible servers (Ollama among them) say stop after tool
+		// calls; the calls decide.
+		res.FinishReason = FinishStop
+		if len(msg.ToolCalls) > 0 {
+			res.FinishReason = FinishToolCalls
+		}
+	case "length":
+		res.FinishReason = FinishLength
+	default:
+		return nil, fmt.Errorf("openai chat response: unknown finish_reason %q", choice.FinishReason)
+	}
+	return res, nil
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,279 @@
+package model
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Transport defaults, used when the matching field is zero.
+const (
+	DefaultMaxAttempts = 3
+	// maxRetryAfter bounds how long a provider's Retry-After may hold the
+	// run; asked to wait longer, the transport gives up with the status.
+	maxRetryAfter = time.Minute
+	// maxResponseBytes bounds what is read from a provider.
+	maxResponseBytes = 32 << 20
+)
+
+// Transport POSTs translated request bodies to one provider endpoint and
+// owns the retries: HTTP 408, 409, 425, 429, 5xx and connection errors
+// (per-request timeouts included) are retried up to MaxAttempts times with
+// exponential backoff and jitter, or after the provider's Retry-After when
+// it sends one. Cancelling the context stops at once, mid-request or
+// mid-wait. The API key is read from the environment on each call and never
+// appears in an error.
+//
+// The zero value is not usable: BaseURL is required. A Transport is safe
+// for concurrent use if its fields are not changed.
+type Transport struct {
+	// BaseURL and Path make the endpoint URL: BaseURL without its trailing
+	// slash, then Path (such as "/chat/completions").
+	BaseURL, Path string
+	// Header holds extra headers sent on every request (anthropic-version,
+	// X-Title, ...).
+	Header http.Header
+	// KeyEnv names the environment variable holding the API key; empty
+	// means the provider takes none. Naming a variable that is unset or
+	// empty is an error.
+	KeyEnv string
+	// KeyHeader is the header the key goes in, with KeyPrefix before it.
+	// An empty KeyHeader means "Authorization" with KeyPrefix "Bearer ".
+	KeyHeader, KeyPrefix string
+	// Client sends the requests; nil means http.DefaultClient.
+	Client *http.Client
+	// Timeout bounds each attempt; zero means only the context bounds it.
+	Timeout time.Duration
+	// MaxAttempts bounds the attempts, the first included; zero means
+	// DefaultMaxAttempts.
+	MaxAttempts int
+	// Backoff returns the wait before attempt+1, after a failed attempt
+	// (1-based) that had no Retry-After; nil means ExponentialBackoff.
+	Backoff func(attempt int) time.Duration
+}
+
+// StatusError is a provider's answer with a status other than 2xx.
+type StatusError struct {
+	StatusCode int
+	// Message is the provider's own error message, or the start of the
+	// body when it sent none that could be read.
+	Message string
+	// Attempts is how many requests were made.
+	Attempts int
+}
+
+func (e *StatusError) Error() string {
+	s := fmt.Sprintf("HTTP %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	if e.Attempts > 1 {
+		s += fmt.Sprintf(" (after %d attempts)", e.Attempts)
+	}
+	return s
+}
+
+// Retryable reports whether the status is one a retry may cure.
+func (e *StatusError) Retryable() bool { return retryableStatus(e.StatusCode) }
+
+func retryableStatus(code int) bool {
+	switch code {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
+		return true
+	}
+	return code >= 500 && code <= 599
+}
+
+// ExponentialBackoff waits about 500ms before the second attempt, doubling
+// each time up to 30s, with up to half of each wait random so that clients
+// failing together do not retry together.
+func ExponentialBackoff(attempt int) time.Duration {
+	d := 500 * time.Millisecond
+	for i := 1; i < attempt && d < 30*time.Second; i++ {
+		d *= 2
+	}
+	d = min(d, 30*time.Second)
+	return d/2 + rand.N(d/2+1)
+}
+
+// Do sends body and returns the response body and headers of the first
+// 2xx answer. On failure the error says the endpoint, the status and the
+// provider's message (a *StatusError is in its chain), and header holds the
+// last answer's headers when there was one.
+func (t *Transport) Do(ctx context.Context, body []byte) ([]byte, http.Header, error) {
+	if t.BaseURL == "" {
+		return nil, nil, errors.New("model transport: no base URL")
+	}
+	url := strings.TrimRight(t.BaseURL, "/") + t.Path
+	if _, err := http.NewRequest(http.MethodPost, url, nil); err != nil {
+		return nil, nil, fmt.Errorf("model transport: %w", err)
+	}
+	key := ""
+	if t.KeyEnv != "" {
+		key = os.Getenv(t.KeyEnv)
+		if key == "" {
+			return nil, nil, fmt.Errorf("POST %s: environment variable %s is not set", url, t.KeyEnv)
+		}
+	}
+	attempts := t.MaxAttempts
+	if attempts <= 0 {
+		attempts = DefaultMaxAttempts
+	}
+	backoff := t.Backoff
+	if backoff == nil {
+		backoff = ExponentialBackoff
+	}
+	for attempt := 1; ; attempt++ {
+		respBody, header, err := t.attempt(ctx, url, key, body)
+		if err == nil {
+			return respBody, header, nil
+		}
+		if ctx.Err() != nil {
+			return nil, header, fmt.Errorf("POST %s: %w", url, ctx.Err())
+		}
+		var status *StatusError
+		isStatus := errors.As(err, &status)
+		if isStatus {
+			status.Attempts = attempt
+			status.Message = redact(status.Message, key)
+		}
+		if attempt >= attempts || (isStatus && !status.Retryable()) {
+			if !isStatus && attempt > 1 {
+				return nil, header, fmt.Errorf("POST %s: %w (after %d attempts)", url, redactErr(err, key), attempt)
+			}
+			return nil, header, fmt.Errorf("POST %s: %w", url, redactErr(err, key))
+		}
+		wait := backoff(attempt)
+		if isStatus {
+			if d, ok := retryAfter(header.Get("Retry-After"), time.Now()); ok {
+				if d > maxRetryAfter {
+					return nil, header, fmt.Errorf("POST %s: %w; provider asks to retry after %s", url, err, d.Round(time.Second))
+				}
+				wait = d
+			}
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, header, fmt.Errorf("POST %s: %w (waiting to retry after %v)", url, ctx.Err(), redactErr(err, key))
+		case <-timer.C:
+		}
+	}
+}
+
+// attempt makes one request. A non-2xx answer is a *StatusError.
+func (t *Transport) attempt(ctx context.Context, url, key string, body []byte) ([]byte, http.Header, error) {
+	if t.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t.Timeout)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	for name, values := range t.Header {
+		for _, v := range values {
+			req.Header.Add(name, v)
+		}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	if key != "" {
+		name, prefix := t.KeyHeader, t.KeyPrefix
+		if name == "" {
+			name, prefix = "Authorization", "Bearer "
+		}
+		req.Header.Set(name, prefix+key)
+	}
+	client := t.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	respBody, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	if err != nil {
+		return nil, resp.Header, fmt.Errorf("reading the response: %w", err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, resp.Header, &StatusError{StatusCode: resp.StatusCode, Message: providerMessage(respBody)}
+	}
+	return respBody, resp.Header, nil
+}
+
+// providerMessage finds the error message in a provider's error body:
+// {"error": {"message": ...}} (OpenAI, Anthropic and most compatible
+// servers), {"error": "..."} or {"message": "..."}; else the body's start.
+func providerMessage(body []byte) string {
+	var v struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+	}
+	if json.Unmarshal(body, &v) == nil {
+		var nested struct {
+			Message string `json:"message"`
+		}
+		var flat string
+		switch {
+		case json.Unmarshal(v.Error, &nested) == nil && nested.Message != "":
+			return nested.Message
+		case json.Unmarshal(v.Error, &flat) == nil && flat != "":
+			return flat
+		case v.Message != "":
+			return v.Message
+		}
+	}
+	s := strings.TrimSpace(string(body))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// retryAfter reads a Retry-After value: delay seconds or an HTTP date.
+func retryAfter(value string, now time.Time) (time.Duration, bool) {
+	value = strings.TrimSpace(value)
+	if value == "" {
+		return 0, false
+	}
+	if secs, err := strconv.Atoi(value); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	when, err := http.ParseTime(value)
+	if err != nil {
+		return 0, false
+	}
+	return max(when.Sub(now), 0), true
+}
+
+// redact removes the key from text a provider or the network stack wrote.
+func redact(s, key string) string {
+	if key == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, key, "[REDACTED]")
+}
+
+func redactErr(err error, key string) error {
+	if key == "" || !strings.Contains(err.Error(), key) {
+		return err
+	}
+	return errors.New(redact(err.Error(), key))
+}
