@@ -16,9 +16,11 @@ build:
 run: build
 	./$(BIN)/mcp-gateway serve -c examples/robot.yaml
 
-## test: vet, unit tests and end-to-end tests against real MCP peers.
+## test: vet, every benchmark once (so they keep working; figures come from `make bench`), then
+## unit tests and end-to-end tests against real MCP peers.
 test: node-deps
 	$(GO) vet ./...
+	$(GO) test -run '^$$' -bench . -benchtime 1x -count=1 ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 # The npm peers of the end-to-end tests, exactly as pinned in package-lock.json.
