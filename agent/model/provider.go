@@ -1,0 +1,268 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Model answers canonical calls. Every provider, the HTTP ones, scripted
+// and mock alike, is a Model, so the loop never knows which it talks to.
+type Model interface {
+	// Generate returns the model's answer to c. It does not change c.
+	Generate(ctx context.Context, c *Call) (*Result, error)
+}
+
+// Settings choose and configure one provider (the agent's llm section).
+// Zero fields take the provider's defaults (see New).
+type Settings struct {
+	// Provider is one of anthropic, openai, openai.responses, openrouter,
+	// deepseek, qwen, mimo, ollama, scripted or mock.
+	Provider string
+	// Model is used when a call names none.
+	Model string
+	// BaseURL overrides the provider's default endpoint.
+	BaseURL string
+	// APIKeyEnv names the environment variable holding the key. Keys are
+	// only ever read from the environment.
+	APIKeyEnv string
+	// MaxTokens is the output limit when a call sets none. Anthropic needs
+	// one and gets DefaultAnthropicMaxTokens when both are zero.
+	MaxTokens int
+	// MaxTokensParam is max_tokens (the default) or max_completion_tokens;
+	// only Chat Completions providers take it.
+	MaxTokensParam string
+	// Timeout bounds each HTTP attempt; zero leaves only the context.
+	Timeout time.Duration
+	// MaxRetries is how many times a failed request is retried: zero
+	// means the transport's default (DefaultMaxAttempts-1), negative none.
+	MaxRetries int
+	// Headers are extra headers sent on every request; they replace the
+	// provider's own headers of the same name.
+	Headers map[string]string
+	// Client sends the HTTP requests; nil means http.DefaultClient.
+	Client *http.Client
+	// Script is the scripted provider's script.
+	Script *ScriptedSettings
+	// ReplayPath is the mock provider's JSONL file; empty means the
+	// LLM_REPLAY environment variable.
+	ReplayPath string
+}
+
+// DefaultAnthropicMaxTokens is the output limit sent to Anthropic, which
+// requires one, when neither the call nor the settings set it.
+const DefaultAnthropicMaxTokens = 4096
+
+// ReplayEnv names the variable the mock provider reads its file from when
+// Settings.ReplayPath is empty.
+const ReplayEnv = "LLM_REPLAY"
+
+// wire says which translator pair a provider speaks.
+type wire int
+
+const (
+	wireMessages wire = iota
+	wireChat
+	wireResponses
+)
+
+// providerDefaults is one row of the SPEC §12 defaults table.
+type providerDefaults struct {
+	wire      wire
+	baseURL   string
+	path      string
+	keyEnv    string
+	keyHeader string // empty: Authorization: Bearer
+	model     string
+	headers   map[string]string
+	// baseURLEnv, when set, overrides baseURL unless Settings.BaseURL is set.
+	baseURLEnv string
+}
+
+var providers = map[string]providerDefaults{
+	"anthropic": {
+		wire: wireMessages, baseURL: "https://api.anthropic.com", path: "/v1/messages",
+		keyEnv: "ANTHROPIC_API_KEY", keyHeader: "x-api-key", model: "claude-sonnet-4-20250514",
+		headers: map[string]string{"anthropic-version": "2023-06-01"},
+	},
+	"openai": {
+		wire: wireChat, baseURL: "https://api.openai.com/v1", baseURLEnv: "OPENAI_BASE_URL", path: "/chat/completions",
+		keyEnv: "OPENAI_API_KEY", model: "gpt-4o-mini",
+	},
+	"openai.responses": {
+		wire: wireResponses, baseURL: "https://api.openai.com/v1", baseURLEnv: "OPENAI_BASE_URL", path: "/responses",
+		keyEnv: "OPENAI_API_KEY", model: "gpt-4o-mini",
+	},
+	"openrouter": {
+		wire: wireChat, baseURL: "https://openrouter.ai/api/v1", path: "/chat/completions",
+		keyEnv: "OPENROUTER_API_KEY", model: "openai/gpt-5.5",
+		headers: map[string]string{"X-Title": "mcp-gateway"},
+	},
+	"mimo": {
+		wire: wireChat, baseURL: "https://token-plan-cn.xiaomimimo.com/v1", path: "/chat/completions",
+		keyEnv: "MIMO_API_KEY", keyHeader: "api-key", model: "mimo-v2.5",
+	},
+	"qwen": {
+		wire: wireChat, baseURL: "https://dashscope.aliyuncs.com/compatible-mode/v1", path: "/chat/completions",
+		keyEnv: "DASHSCOPE_API_KEY", model: "qwen-max-latest",
+	},
+	"deepseek": {
+		wire: wireChat, baseURL: "https://api.deepseek.com/v1", path: "/chat/completions",
+		keyEnv: "DEEPSEEK_API_KEY", model: "deepseek-chat",
+	},
+	"ollama": {
+		wire: wireChat, baseURL: "http://localhost:11434/v1", path: "/chat/completions",
+		model: "llama3.2",
+	},
+}
+
+// Providers returns the names New accepts, sorted.
+func Providers() []string {
+	names := []string{"scripted", "mock"}
+	for name := range providers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// New builds the Model that s chooses.
+//
+// An HTTP provider is its wire translator pair around a Transport, with the
+// provider's default base URL, path, key variable, key header and model
+// unless s overrides them: anthropic sends the key in x-api-key with
+// anthropic-version 2023-06-01; openrouter sends X-Title: mcp-gateway; mimo
+// sends the key in an api-key header; ollama takes no key; openai and
+// openai.responses use OPENAI_BASE_URL when BaseURL is empty and it is set.
+// The key itself is read when a request is made, so a missing key fails
+// the first call, naming the variable.
+//
+// scripted needs s.Script and ignores the HTTP settings, so a configuration
+// can switch to it without removing them; mock replays s.ReplayPath (or
+// $LLM_REPLAY).
+func New(s Settings) (Model, error) {
+	switch s.Provider {
+	case "scripted":
+		if s.Script == nil {
+			return nil, fmt.Errorf("model provider scripted: no script (rules or replies) given")
+		}
+		return NewScripted(*s.Script)
+	case "mock":
+		path := s.ReplayPath
+		if path == "" {
+			path = os.Getenv(ReplayEnv)
+		}
+		if path == "" {
+			return nil, fmt.Errorf("model provider mock: no replay file: set replay_path or %s", ReplayEnv)
+		}
+		return NewReplay(path)
+	}
+	d, ok := providers[s.Provider]
+	if !ok {
+		return nil, fmt.Errorf("unknown model provider %q: want one of %s", s.Provider, strings.Join(Providers(), ", "))
+	}
+	if s.MaxTokens < 0 {
+		return nil, fmt.Errorf("model provider %s: max_tokens %d is negative", s.Provider, s.MaxTokens)
+	}
+	if s.MaxTokensParam != "" && d.wire != wireChat {
+		return nil, fmt.Errorf("model provider %s: max_tokens_param applies only to Chat Completions providers", s.Provider)
+	}
+	if s.MaxTokensParam != "" && s.MaxTokensParam != MaxTokensParam && s.MaxTokensParam != MaxCompletionTokensParam {
+		return nil, fmt.Errorf("model provider %s: max_tokens_param %q: want %q or %q", s.Provider, s.MaxTokensParam, MaxTokensParam, MaxCompletionTokensParam)
+	}
+	t := &Transport{
+		BaseURL:   s.BaseURL,
+		Path:      d.path,
+		Header:    http.Header{},
+		KeyEnv:    d.keyEnv,
+		KeyHeader: d.keyHeader,
+		Client:    s.Client,
+		Timeout:   s.Timeout,
+	}
+	if t.BaseURL == "" && d.baseURLEnv != "" {
+		t.BaseURL = os.Getenv(d.baseURLEnv)
+	}
+	if t.BaseURL == "" {
+		t.BaseURL = d.baseURL
+	}
+	if s.APIKeyEnv != "" {
+		t.KeyEnv = s.APIKeyEnv
+	}
+	switch {
+	case s.MaxRetries < 0:
+		t.MaxAttempts = 1
+	case s.MaxRetries > 0:
+		t.MaxAttempts = s.MaxRetries + 1
+	}
+	for k, v := range d.headers {
+		t.Header.Set(k, v)
+	}
+	for k, v := range s.Headers {
+		t.Header.Set(k, v)
+	}
+	m := &httpModel{provider: s.Provider, model: s.Model, maxTokens: s.MaxTokens, transport: t}
+	if m.model == "" {
+		m.model = d.model
+	}
+	switch d.wire {
+	case wireMessages:
+		limit := s.MaxTokens
+		if limit == 0 {
+			limit = DefaultAnthropicMaxTokens
+		}
+		m.request = func(c *Call) ([]byte, error) { return AnthropicRequest(c, limit) }
+		m.result = AnthropicResult
+	case wireChat:
+		param := s.MaxTokensParam
+		m.request = func(c *Call) ([]byte, error) { return OpenAIChatRequest(c, param) }
+		m.result = OpenAIChatResult
+	case wireResponses:
+		m.request = OpenAIResponsesRequest
+		m.result = OpenAIResponsesResult
+	}
+	return m, nil
+}
+
+// httpModel is a provider reached over HTTP: request translator, transport,
+// result translator.
+type httpModel struct {
+	provider  string
+	model     string
+	maxTokens int
+	request   func(*Call) ([]byte, error)
+	result    func([]byte, http.Header) (*Result, error)
+	transport *Transport
+}
+
+// Generate fills in the configured model and output limit where the call
+// leaves them unset, then translates, sends and reads. Errors name the
+// provider.
+func (m *httpModel) Generate(ctx context.Context, c *Call) (*Result, error) {
+	if c == nil {
+		return nil, fmt.Errorf("model provider %s: no call", m.provider)
+	}
+	call := *c
+	if call.Controls.Model == "" {
+		call.Controls.Model = m.model
+	}
+	if call.Controls.MaxTokens == 0 {
+		call.Controls.MaxTokens = m.maxTokens
+	}
+	body, err := m.request(&call)
+	if err != nil {
+		return nil, fmt.Errorf("model provider %s: %w", m.provider, err)
+	}
+	resp, header, err := m.transport.Do(ctx, body)
+	if err != nil {
+		return nil, fmt.Errorf("model provider %s: %w", m.provider, err)
+	}
+	res, err := m.result(resp, header)
+	if err != nil {
+		return nil, fmt.Errorf("model provider %s: %w", m.provider, err)
+	}
+	return res, nil
+}

@@ -1,0 +1,318 @@
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// ScriptedSettings is the script of the deterministic scripted model, for
+// tests, demos and offline runs.
+type ScriptedSettings struct {
+	// Rules are checked first, in order, against the last message of the
+	// call; the first that matches gives the reply.
+	Rules []ScriptRule `json:"rules,omitempty" yaml:"rules,omitempty"`
+	// Replies are used in order when no rule matches.
+	Replies []Reply `json:"replies,omitempty" yaml:"replies,omitempty"`
+	// RepeatLast says whether the last reply repeats once the replies run
+	// out; nil means true. When false, the call after the last fails.
+	RepeatLast *bool `json:"repeat_last,omitempty" yaml:"repeat_last,omitempty"`
+}
+
+// ScriptRule gives a reply when the last message matches all of its set
+// matchers; a rule with none matches every message.
+type ScriptRule struct {
+	// Contains matches when the message text holds it, ignoring case.
+	Contains string `json:"contains,omitempty" yaml:"contains,omitempty"`
+	// Matches is a Go regular expression the message text must match.
+	Matches string `json:"matches,omitempty" yaml:"matches,omitempty"`
+	// Role is user, assistant or tool.
+	Role string `json:"role,omitempty" yaml:"role,omitempty"`
+	// Times is how many times the rule may answer; zero means always.
+	Times int   `json:"times,omitempty" yaml:"times,omitempty"`
+	Reply Reply `json:"reply" yaml:"reply"`
+}
+
+// Reply is one scripted answer.
+type Reply struct {
+	Text string `json:"text,omitempty" yaml:"text,omitempty"`
+	// Output is structured output, sent as its JSON text. A reply has Text
+	// or Output, not both.
+	Output    any              `json:"output,omitempty" yaml:"output,omitempty"`
+	ToolCalls []ScriptToolCall `json:"tool_calls,omitempty" yaml:"tool_calls,omitempty"`
+	// Usage, when nil, is estimated: one token per four characters of the
+	// call's text (instructions, messages, tool results) and of the reply.
+	Usage   *Usage  `json:"usage,omitempty" yaml:"usage,omitempty"`
+	CostUSD float64 `json:"cost_usd,omitempty" yaml:"cost_usd,omitempty"`
+	// Model is the resolved model reported; empty means the call's model,
+	// else "scripted".
+	Model string `json:"model,omitempty" yaml:"model,omitempty"`
+	// FinishReason is one of the canonical finish reasons; empty means
+	// tool_calls when the reply calls tools, else stop. refusal and
+	// content_filter make a refusal with Text as its reason.
+	FinishReason string `json:"finish_reason,omitempty" yaml:"finish_reason,omitempty"`
+	// Fail makes the call return an error instead of a result.
+	Fail bool `json:"fail,omitempty" yaml:"fail,omitempty"`
+}
+
+// ScriptToolCall is a tool call in a Reply. An empty ID gets the next of
+// call_1, call_2, … in the order the model makes calls.
+type ScriptToolCall struct {
+	ID        string         `json:"id,omitempty" yaml:"id,omitempty"`
+	Name      string         `json:"name" yaml:"name"`
+	Arguments map[string]any `json:"arguments,omitempty" yaml:"arguments,omitempty"`
+}
+
+// Scripted is the deterministic scripted Model. It is safe for concurrent
+// use; concurrent calls take replies in the order they take the lock.
+type Scripted struct {
+	rules      []scriptRule
+	replies    []Reply
+	repeatLast bool
+
+	mu        sync.Mutex
+	next      int // index of the next reply
+	calls     int // Generate calls answered, for request ids
+	toolCalls int // tool-call ids given out
+}
+
+type scriptRule struct {
+	ScriptRule
+	contains string
+	matches  *regexp.Regexp
+	used     int
+}
+
+// NewScripted checks the script and returns its model. Errors name the
+// rule or reply at fault.
+func NewScripted(s ScriptedSettings) (*Scripted, error) {
+	if len(s.Rules) == 0 && len(s.Replies) == 0 {
+		return nil, fmt.Errorf("scripted model: the script has no rules and no replies")
+	}
+	m := &Scripted{replies: s.Replies, repeatLast: s.RepeatLast == nil || *s.RepeatLast}
+	for i, r := range s.Rules {
+		sr := scriptRule{ScriptRule: r, contains: strings.ToLower(r.Contains)}
+		switch Role(r.Role) {
+		case "", RoleUser, RoleAssistant, RoleTool:
+		default:
+			return nil, fmt.Errorf("scripted model: rule %d: role %q: want user, assistant or tool", i+1, r.Role)
+		}
+		if r.Times < 0 {
+			return nil, fmt.Errorf("scripted model: rule %d: times %d is negative", i+1, r.Times)
+		}
+		if r.Matches != "" {
+			re, err := regexp.Compile(r.Matches)
+			if err != nil {
+				return nil, fmt.Errorf("scripted model: rule %d: matches: %w", i+1, err)
+			}
+			sr.matches = re
+		}
+		if err := r.Reply.check(); err != nil {
+			return nil, fmt.Errorf("scripted model: rule %d: reply: %w", i+1, err)
+		}
+		m.rules = append(m.rules, sr)
+	}
+	for i, r := range s.Replies {
+		if err := r.check(); err != nil {
+			return nil, fmt.Errorf("scripted model: reply %d: %w", i+1, err)
+		}
+	}
+	return m, nil
+}
+
+// check reports what in the reply cannot become a Result.
+func (r Reply) check() error {
+	if r.Text != "" && r.Output != nil {
+		return fmt.Errorf("has both text and output")
+	}
+	if r.Output != nil {
+		if _, err := json.Marshal(r.Output); err != nil {
+			return fmt.Errorf("output: %w", err)
+		}
+	}
+	for i, tc := range r.ToolCalls {
+		if tc.Name == "" {
+			return fmt.Errorf("tool call %d has no name", i+1)
+		}
+		if _, err := json.Marshal(tc.Arguments); err != nil {
+			return fmt.Errorf("tool call %d: arguments: %w", i+1, err)
+		}
+	}
+	switch FinishReason(r.FinishReason) {
+	case "", FinishStop, FinishToolCalls, FinishLength, FinishRefusal, FinishContentFilter, FinishError:
+	default:
+		return fmt.Errorf("finish_reason %q: want stop, tool_calls, length, refusal, content_filter or error", r.FinishReason)
+	}
+	return nil
+}
+
+// Generate answers with the first rule matching the last message, else the
+// next reply.
+func (m *Scripted) Generate(ctx context.Context, c *Call) (*Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("scripted model: %w", err)
+	}
+	if c == nil {
+		return nil, fmt.Errorf("scripted model: no call")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls++
+	reply, which, err := m.pick(c)
+	if err != nil {
+		return nil, err
+	}
+	if reply.Fail {
+		return nil, fmt.Errorf("scripted model: %s fails, as scripted", which)
+	}
+	return buildResult(c, reply, fmt.Sprintf("scripted-%d", m.calls), m.nextCallID)
+}
+
+// pick chooses the reply for c and says which it was, for errors.
+func (m *Scripted) pick(c *Call) (Reply, string, error) {
+	var last Message
+	if n := len(c.Messages); n > 0 {
+		last = c.Messages[n-1]
+	}
+	text := messageText(last)
+	for i := range m.rules {
+		r := &m.rules[i]
+		if r.Times > 0 && r.used >= r.Times {
+			continue
+		}
+		if r.Role != "" && Role(r.Role) != last.Role {
+			continue
+		}
+		if r.contains != "" && !strings.Contains(strings.ToLower(text), r.contains) {
+			continue
+		}
+		if r.matches != nil && !r.matches.MatchString(text) {
+			continue
+		}
+		r.used++
+		return r.Reply, fmt.Sprintf("rule %d", i+1), nil
+	}
+	if len(m.replies) == 0 {
+		return Reply{}, "", fmt.Errorf("scripted model: no rule matched the last message and the script has no replies")
+	}
+	if m.next >= len(m.replies) {
+		if !m.repeatLast {
+			return Reply{}, "", fmt.Errorf("scripted model: script exhausted: all %d replies used and repeat_last is false", len(m.replies))
+		}
+		return m.replies[len(m.replies)-1], fmt.Sprintf("reply %d", len(m.replies)), nil
+	}
+	m.next++
+	return m.replies[m.next-1], fmt.Sprintf("reply %d", m.next), nil
+}
+
+func (m *Scripted) nextCallID() string {
+	m.toolCalls++
+	return fmt.Sprintf("call_%d", m.toolCalls)
+}
+
+// messageText is what rules match: a message's text, or for a tool
+// message its results' content, one per line.
+func messageText(msg Message) string {
+	if msg.Role != RoleTool {
+		return msg.Text
+	}
+	parts := make([]string, 0, len(msg.ToolResults))
+	for _, r := range msg.ToolResults {
+		parts = append(parts, r.Content)
+	}
+	return strings.Join(parts, "\n")
+}
+
+// buildResult turns a checked reply into the Result for c. newID gives ids
+// to tool calls that have none.
+func buildResult(c *Call, r Reply, requestID string, newID func() string) (*Result, error) {
+	res := &Result{Blocks: []Block{}, Evidence: Evidence{RequestID: requestID, Model: r.Model}}
+	if res.Evidence.Model == "" && c != nil {
+		res.Evidence.Model = c.Controls.Model
+	}
+	if res.Evidence.Model == "" {
+		res.Evidence.Model = "scripted"
+	}
+	text := r.Text
+	if r.Output != nil {
+		out, err := json.Marshal(r.Output)
+		if err != nil {
+			return nil, fmt.Errorf("output: %w", err)
+		}
+		text = string(out)
+	}
+	if text != "" {
+		res.Blocks = append(res.Blocks, Block{Kind: BlockText, Text: text})
+	}
+	outChars := utf8.RuneCountInString(text)
+	for _, tc := range r.ToolCalls {
+		args, err := json.Marshal(tc.Arguments)
+		if err != nil {
+			return nil, fmt.Errorf("tool call %s: arguments: %w", tc.Name, err)
+		}
+		if tc.Arguments == nil {
+			args = []byte(`{}`)
+		}
+		id := tc.ID
+		if id == "" {
+			id = newID()
+		}
+		res.Blocks = append(res.Blocks, Block{Kind: BlockToolCall, ToolCall: &ToolCall{ID: id, Name: tc.Name, Arguments: args}})
+		outChars += utf8.RuneCountInString(tc.Name) + len(args)
+	}
+	if r.Usage != nil {
+		res.Usage = *r.Usage
+	} else {
+		res.Usage = Usage{InputTokens: tokens(callChars(c)), OutputTokens: tokens(outChars)}
+	}
+	if r.CostUSD != 0 {
+		res.Usage.CostUSD = r.CostUSD
+	}
+	switch reason := FinishReason(r.FinishReason); reason {
+	case "":
+		res.FinishReason = FinishStop
+		if len(r.ToolCalls) > 0 {
+			res.FinishReason = FinishToolCalls
+		}
+	case FinishRefusal, FinishContentFilter:
+		why := text
+		if why == "" {
+			why = "scripted " + string(reason)
+		}
+		res.refuse(reason, why)
+	case FinishError:
+		res.FinishReason = FinishError
+		res.Error = text
+	default:
+		res.FinishReason = reason
+	}
+	return res, nil
+}
+
+// callChars counts the characters of everything the call sends.
+func callChars(c *Call) int {
+	if c == nil {
+		return 0
+	}
+	n := 0
+	for _, s := range c.Instructions {
+		n += utf8.RuneCountInString(s)
+	}
+	for _, m := range c.Messages {
+		n += utf8.RuneCountInString(m.Text)
+		for _, tc := range m.ToolCalls {
+			n += utf8.RuneCountInString(tc.Name) + len(tc.Arguments)
+		}
+		for _, r := range m.ToolResults {
+			n += utf8.RuneCountInString(r.Content)
+		}
+	}
+	return n
+}
+
+// tokens estimates one token per four characters, rounding up.
+func tokens(chars int) int { return (chars + 3) / 4 }

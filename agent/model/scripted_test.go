@@ -1,0 +1,249 @@
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func userCall(text string) *Call {
+	return &Call{Messages: []Message{{Role: RoleUser, Text: text}}, Controls: Controls{Model: "m"}}
+}
+
+func toolCall(content string) *Call {
+	return &Call{Messages: []Message{
+		{Role: RoleUser, Text: "go"},
+		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "call_1", Name: "t", Arguments: json.RawMessage(`{}`)}}},
+		{Role: RoleTool, ToolResults: []ToolResult{{CallID: "call_1", Content: content}}},
+	}, Controls: Controls{Model: "m"}}
+}
+
+// TestScripted plays each script through a sequence of calls and checks
+// the text, tool calls and finish reason of every answer, or its error.
+func TestScripted(t *testing.T) {
+	no := false
+	type step struct {
+		call  *Call
+		want  string // "text|tool calls|finish", or "error: …"
+		model string // resolved model, when checked
+	}
+	cases := []struct {
+		name   string
+		script ScriptedSettings
+		steps  []step
+	}{
+		{
+			name: "rules before replies, contains ignores case, role tool matches results",
+			script: ScriptedSettings{
+				Rules: []ScriptRule{
+					{Contains: "REFUND", Reply: Reply{ToolCalls: []ScriptToolCall{{Name: "refund", Arguments: map[string]any{"amount": 5}}}}},
+					{Role: "tool", Reply: Reply{Text: "Refund done."}},
+				},
+				Replies: []Reply{{Output: map[string]any{"vendor": "ACME", "total": 12.5}}},
+			},
+			steps: []step{
+				{call: userCall("I want a refund"), want: `|refund:call_1:{"amount":5}|tool_calls`},
+				{call: toolCall(`{"success":true}`), want: "Refund done.||stop"},
+				{call: userCall("invoice?"), want: `{"total":12.5,"vendor":"ACME"}||stop`},
+				{call: userCall("again"), want: `{"total":12.5,"vendor":"ACME"}||stop`},
+			},
+		},
+		{
+			name: "matches on tool result content, times limits a rule",
+			script: ScriptedSettings{
+				Rules: []ScriptRule{
+					{Matches: `"success":\s*false`, Times: 1, Reply: Reply{Text: "retrying"}},
+				},
+				Replies: []Reply{{Text: "done"}},
+			},
+			steps: []step{
+				{call: toolCall(`{"success": false}`), want: "retrying||stop"},
+				{call: toolCall(`{"success": false}`), want: "done||stop"},
+			},
+		},
+		{
+			name:   "role must match",
+			script: ScriptedSettings{Rules: []ScriptRule{{Role: "assistant", Reply: Reply{Text: "no"}}}, Replies: []Reply{{Text: "yes"}}},
+			steps:  []step{{call: userCall("hi"), want: "yes||stop"}},
+		},
+		{
+			name: "replies in order then exhausted when repeat_last is false",
+			script: ScriptedSettings{Replies: []Reply{
+				{ToolCalls: []ScriptToolCall{{Name: "a"}, {ID: "mine", Name: "b"}}},
+				{ToolCalls: []ScriptToolCall{{Name: "c"}}},
+			}, RepeatLast: &no},
+			steps: []step{
+				{call: userCall("x"), want: "|a:call_1:{} b:mine:{}|tool_calls"},
+				{call: userCall("x"), want: "|c:call_2:{}|tool_calls"},
+				{call: userCall("x"), want: "error: script exhausted: all 2 replies used"},
+			},
+		},
+		{
+			name:   "fail raises an error naming the reply",
+			script: ScriptedSettings{Replies: []Reply{{Text: "ok"}, {Fail: true}}},
+			steps: []step{
+				{call: userCall("x"), want: "ok||stop"},
+				{call: userCall("x"), want: "error: reply 2 fails, as scripted"},
+			},
+		},
+		{
+			name:   "finish reasons: length, refusal drops the text into the reason",
+			script: ScriptedSettings{Replies: []Reply{{Text: "cut", FinishReason: "length"}, {Text: "I can't help with that.", FinishReason: "refusal"}}},
+			steps: []step{
+				{call: userCall("x"), want: "cut||length"},
+				{call: userCall("x"), want: "||refusal refused: I can't help with that."},
+			},
+		},
+		{
+			name:   "model: the reply's, else the call's, else scripted",
+			script: ScriptedSettings{Replies: []Reply{{Text: "a", Model: "gpt-x"}, {Text: "b"}}},
+			steps: []step{
+				{call: userCall("x"), want: "a||stop", model: "gpt-x"},
+				{call: userCall("x"), want: "b||stop", model: "m"},
+				{call: &Call{Messages: []Message{{Role: RoleUser, Text: "x"}}}, want: "b||stop", model: "scripted"},
+			},
+		},
+		{
+			name:   "only rules, none matching",
+			script: ScriptedSettings{Rules: []ScriptRule{{Contains: "zzz", Reply: Reply{Text: "z"}}}},
+			steps:  []step{{call: userCall("x"), want: "error: no rule matched the last message and the script has no replies"}},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := NewScripted(tc.script)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range tc.steps {
+				res, err := m.Generate(context.Background(), s.call)
+				got := ""
+				if err != nil {
+					got = "error: " + err.Error()
+					if !strings.HasPrefix(s.want, "error: ") || !strings.Contains(got, strings.TrimPrefix(s.want, "error: ")) {
+						t.Errorf("step %d: got %q, want %q", i+1, got, s.want)
+					}
+					continue
+				}
+				got = summary(res)
+				if got != s.want {
+					t.Errorf("step %d: got %q, want %q", i+1, got, s.want)
+				}
+				if s.model != "" && res.Evidence.Model != s.model {
+					t.Errorf("step %d: model %q, want %q", i+1, res.Evidence.Model, s.model)
+				}
+			}
+		})
+	}
+}
+
+// summary writes a result as "text|name:id:args …|finish", with the
+// refusal reason appended when refused.
+func summary(r *Result) string {
+	var calls []string
+	for _, tc := range r.ToolCalls() {
+		calls = append(calls, tc.Name+":"+tc.ID+":"+string(tc.Arguments))
+	}
+	s := r.Text() + "|" + strings.Join(calls, " ") + "|" + string(r.FinishReason)
+	if r.Refusal {
+		s += " refused: " + r.RefusalReason
+	}
+	return s
+}
+
+func TestScriptedUsage(t *testing.T) {
+	m, err := NewScripted(ScriptedSettings{Replies: []Reply{
+		{Text: "12345678"},
+		{Text: "x", Usage: &Usage{InputTokens: 7, OutputTokens: 3}, CostUSD: 0.25},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := &Call{Instructions: []string{"abcd"}, Messages: []Message{{Role: RoleUser, Text: "héllo"}}}
+	res, _ := m.Generate(context.Background(), call)
+	// 4 + 5 characters in (rounded up to 3 tokens), 8 out.
+	if res.Usage != (Usage{InputTokens: 3, OutputTokens: 2}) {
+		t.Errorf("estimated usage %+v", res.Usage)
+	}
+	res, _ = m.Generate(context.Background(), call)
+	if res.Usage != (Usage{InputTokens: 7, OutputTokens: 3, CostUSD: 0.25}) {
+		t.Errorf("scripted usage %+v", res.Usage)
+	}
+}
+
+func TestNewScriptedRejects(t *testing.T) {
+	cases := []struct {
+		s    ScriptedSettings
+		want string
+	}{
+		{ScriptedSettings{}, "no rules and no replies"},
+		{ScriptedSettings{Rules: []ScriptRule{{Matches: "("}}}, "rule 1: matches"},
+		{ScriptedSettings{Rules: []ScriptRule{{Role: "system"}}}, `rule 1: role "system"`},
+		{ScriptedSettings{Rules: []ScriptRule{{Times: -1}}}, "times -1"},
+		{ScriptedSettings{Replies: []Reply{{Text: "a", Output: 1}}}, "reply 1: has both text and output"},
+		{ScriptedSettings{Replies: []Reply{{ToolCalls: []ScriptToolCall{{}}}}}, "reply 1: tool call 1 has no name"},
+		{ScriptedSettings{Replies: []Reply{{FinishReason: "done"}}}, `finish_reason "done"`},
+		{ScriptedSettings{Replies: []Reply{{Output: make(chan int)}}}, "reply 1: output"},
+	}
+	for _, tc := range cases {
+		if _, err := NewScripted(tc.s); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("NewScripted(%+v): got %v, want an error containing %q", tc.s, err, tc.want)
+		}
+	}
+}
+
+// TestScriptedConcurrent checks that concurrent callers each get a distinct
+// reply and distinct tool-call ids (run with -race).
+func TestScriptedConcurrent(t *testing.T) {
+	const n = 50
+	var replies []Reply
+	for i := range n {
+		replies = append(replies, Reply{Text: fmt.Sprint(i), ToolCalls: []ScriptToolCall{{Name: "t"}}})
+	}
+	no := false
+	m, err := NewScripted(ScriptedSettings{Replies: replies, RepeatLast: &no})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		seen = map[string]bool{}
+	)
+	for range n {
+		wg.Go(func() {
+			res, err := m.Generate(context.Background(), userCall("x"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			seen[res.Text()+"/"+res.ToolCalls()[0].ID] = true
+		})
+	}
+	wg.Wait()
+	if len(seen) != n {
+		t.Fatalf("got %d distinct answers, want %d", len(seen), n)
+	}
+	if _, err := m.Generate(context.Background(), userCall("x")); err == nil {
+		t.Fatal("want the script exhausted")
+	}
+}
+
+// TestNewScriptedProvider checks that New builds the scripted model and
+// ignores the settings meant for a real provider.
+func TestNewScriptedProvider(t *testing.T) {
+	m, err := New(Settings{Provider: "scripted", BaseURL: "http://unused.invalid", MaxTokensParam: "ignored",
+		Script: &ScriptedSettings{Replies: []Reply{{Text: "hi"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Generate(context.Background(), userCall("x"))
+	if err != nil || res.Text() != "hi" {
+		t.Fatalf("got %v, %v", res, err)
+	}
+}
