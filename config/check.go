@@ -50,6 +50,7 @@ func (d *decoder) check(cfg *Config) {
 	d.checkApprovals(&cfg.Approvals)
 	d.checkGuardrails(cfg)
 	d.checkAuth(cfg)
+	d.checkLLM(cfg)
 	seen := map[string]int{} // server name -> index of its first server
 	for i := range cfg.Servers {
 		d.checkServer(cfg, i, dir, seen)

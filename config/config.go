@@ -11,6 +11,10 @@ type Config struct {
 	Guardrails Guardrails `yaml:"guardrails" json:"guardrails,omitempty" jsonschema:"description=Content guards per stage."`
 	Approvals  Approvals  `yaml:"approvals" json:"approvals,omitempty" jsonschema:"description=How calls that need an operator's approval are announced and how long they wait."`
 	Auth       Auth       `yaml:"auth" json:"auth,omitempty" jsonschema:"description=Bearer tokens for /mcp and /admin and the principals they stand for."`
+	LLM        LLM        `yaml:"llm" json:"llm,omitempty" jsonschema:"description=The model and loop options of the built-in agent (mcp-gateway agent)."`
+	// Experience maps a tool's public or upstream name to notes the agent appends to its
+	// description at the start of a run.
+	Experience map[string]string `yaml:"experience" json:"experience,omitempty" jsonschema:"description=Tool name to notes appended to its description for the built-in agent (Tool Experience)."`
 
 	// Path is the file the configuration was read from ("" when built in code).
 	Path string `yaml:"-" json:"-"`

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -140,19 +141,26 @@ servers:
 			wants: []want{{1, `unknown key "sever" at the top level (did you mean "servers"?); known keys: gateway, servers`}, {0, "servers is missing"}},
 		},
 		{
-			name:  "llm not supported yet",
-			src:   "servers: [{name: arm, command: arm}]\nllm:\n  provider: scripted\n",
-			wants: []want{{2, `unknown key "llm" at the top level: the llm section is not supported by this version of mcp-gateway`}},
+			name:  "unknown top-level key",
+			src:   "servers: [{name: arm, command: arm}]\nplanner:\n  provider: scripted\n",
+			wants: []want{{2, `unknown key "planner" at the top level; known keys: gateway, servers`}},
 		},
 		{
-			name: "every later section refused",
+			name: "agent options out of range",
 			src: `servers: [{name: arm, command: arm}]
-llm: {}
-experience: {}
+llm:
+  max_steps: 0
+  max_cost_usd: -1
+  replies:
+    - tool_calls: [{name: robot__navigate_to, arguments: {target: table}, colour: red}]
+experience:
+  robot__pick_object: ""
 `,
 			wants: []want{
-				{2, `the llm section is not supported by this version`},
-				{3, `the experience section is not supported by this version`},
+				{3, `llm.max_steps: must be at least 1`},
+				{4, `llm.max_cost_usd: must not be negative`},
+				{6, `unknown key "colour" in a scripted tool call`},
+				{7, `experience: tool "robot__pick_object": the text is empty`},
 			},
 		},
 		{
@@ -629,7 +637,7 @@ servers:
     args: "x"
   - name: arm
     url: ftp://x
-llm: {}
+llm: {max_steps: -2}
 `)
 	assertReported(t, errs, []want{
 		{2, `unknown key "lisen"`},
@@ -640,7 +648,7 @@ llm: {}
 		{8, `args: expected a list of strings`},
 		{9, `duplicate server name "arm"; servers[0] at line 5`},
 		{10, `url: must start with http://`},
-		{11, `the llm section is not supported`},
+		{11, `llm.max_steps: must be at least 1`},
 	})
 	if len(errs.List) != 9 {
 		t.Errorf("got %d problems, want 9:\n%v", len(errs.List), errs)
@@ -692,6 +700,47 @@ func TestParseAppliesDefaultsToAbsentKeys(t *testing.T) {
 	}
 	if s.Line != 2 || cfg.Path != "robot.yaml" {
 		t.Errorf("Line = %d, Path = %q; want 2, robot.yaml", s.Line, cfg.Path)
+	}
+}
+
+func TestParseReadsTheAgentSections(t *testing.T) {
+	cfg, err := Parse("robot.yaml", []byte(`servers: [{name: robot, command: robot}]
+llm:
+  provider: scripted
+  timeout: 30s
+  one_tool_per_turn: true
+  rules:
+    - contains: timed out
+      reply: {text: stopping, finish_reason: stop}
+  replies:
+    - text: looking
+      tool_calls: [{name: robot__navigate_to, arguments: {target: table, speed: 0.5}}]
+      usage: {input_tokens: 10, output_tokens: 2}
+  repeat_last: false
+experience:
+  robot__pick_object: Grasp cups by the handle.
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := cfg.LLM
+	if l.Provider != "scripted" || time.Duration(l.Timeout) != 30*time.Second || !l.OneToolPerTurn ||
+		l.MaxSteps != DefaultMaxSteps || l.HaltOnUnknownOutcome == nil || !*l.HaltOnUnknownOutcome ||
+		l.RepeatLast == nil || *l.RepeatLast {
+		t.Errorf("llm = %+v", l)
+	}
+	if len(l.Rules) != 1 || l.Rules[0].Contains != "timed out" || l.Rules[0].Reply.FinishReason != "stop" {
+		t.Errorf("rules = %+v", l.Rules)
+	}
+	if len(l.Replies) != 1 || len(l.Replies[0].ToolCalls) != 1 || l.Replies[0].Usage == nil || l.Replies[0].Usage.InputTokens != 10 {
+		t.Fatalf("replies = %+v", l.Replies)
+	}
+	var args map[string]any
+	if err := l.Replies[0].ToolCalls[0].Arguments.Decode(&args); err != nil || args["target"] != "table" || args["speed"] != 0.5 {
+		t.Errorf("arguments = %v (%v)", args, err)
+	}
+	if cfg.Experience["robot__pick_object"] != "Grasp cups by the handle." {
+		t.Errorf("experience = %v", cfg.Experience)
 	}
 }
 

@@ -181,6 +181,11 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, loc location) bool {
 	if n == nil || !d.spend(1) {
 		return false
 	}
+	if v.Type() == reflect.TypeFor[*yaml.Node]() {
+		// A value of any shape (a scripted tool call's arguments), decoded by its user.
+		v.Set(reflect.ValueOf(n))
+		return true
+	}
 	switch v.Kind() {
 	case reflect.Struct:
 		if isNull(n) {
@@ -197,6 +202,17 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, loc location) bool {
 			return true
 		}
 		return d.mapping(n, v, loc)
+	case reflect.Pointer:
+		if v.Type().Elem().Kind() != reflect.Struct {
+			return d.scalar(n, v, loc)
+		}
+		if isNull(n) {
+			return true
+		}
+		p := reflect.New(v.Type().Elem())
+		ok := d.structure(n, p.Elem(), loc)
+		v.Set(p)
+		return ok
 	default:
 		return d.scalar(n, v, loc)
 	}
@@ -397,28 +413,22 @@ func (d *decoder) label(el *yaml.Node) string {
 	return ""
 }
 
-// unsupportedSections are top-level sections of the product (SPEC §3) that this version does not
-// read yet; they fail like any unknown key, with a message saying why.
-var unsupportedSections = map[string]bool{
-	"llm": true, "experience": true,
-}
-
 // nouns name each struct in "unknown key ... in <noun>".
 var nouns = map[reflect.Type]string{
-	reflect.TypeFor[Config]():       "at the top level",
-	reflect.TypeFor[Gateway]():      "in the gateway section",
-	reflect.TypeFor[Server]():       "in a server",
-	reflect.TypeFor[Tools]():        "in tools",
-	reflect.TypeFor[ToolOverride](): "in a tool override",
+	reflect.TypeFor[Config]():         "at the top level",
+	reflect.TypeFor[Gateway]():        "in the gateway section",
+	reflect.TypeFor[Server]():         "in a server",
+	reflect.TypeFor[Tools]():          "in tools",
+	reflect.TypeFor[ToolOverride]():   "in a tool override",
+	reflect.TypeFor[LLM]():            "in the llm section",
+	reflect.TypeFor[ScriptRule]():     "in a scripted rule",
+	reflect.TypeFor[ScriptReply]():    "in a scripted reply",
+	reflect.TypeFor[ScriptToolCall](): "in a scripted tool call",
+	reflect.TypeFor[ScriptUsage]():    "in a scripted usage",
 }
 
 func (d *decoder) unknownKey(e entry, t reflect.Type, known []string, loc location) {
 	knownList := strings.Join(known, ", ")
-	if t == reflect.TypeFor[Config]() && unsupportedSections[e.name] {
-		d.errorf(e.line, loc, "unknown key %q at the top level: the %s section is not supported by this version of mcp-gateway; known keys: %s",
-			e.name, e.name, knownList)
-		return
-	}
 	hint := ""
 	if c := suggest.Closest(e.name, known); c != "" {
 		hint = fmt.Sprintf(" (did you mean %q?)", c)

@@ -2,6 +2,9 @@ package config
 
 import (
 	"encoding/json"
+	"reflect"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/invopop/jsonschema"
 )
@@ -16,6 +19,13 @@ func JSONSchema() ([]byte, error) {
 		// `mcp-gateway schema`, not published at a URL.
 		ExpandedStruct: true,
 		Anonymous:      true,
+		// A *yaml.Node holds a value of any shape (a scripted tool call's arguments).
+		Mapper: func(t reflect.Type) *jsonschema.Schema {
+			if t == reflect.TypeFor[yaml.Node]() || t == reflect.TypeFor[*yaml.Node]() {
+				return &jsonschema.Schema{}
+			}
+			return nil
+		},
 	}
 	s := r.Reflect(&Config{})
 	s.Title = "mcp-gateway configuration"

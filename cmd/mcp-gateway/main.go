@@ -24,6 +24,7 @@ type command struct {
 
 var commands = []command{
 	{"serve", "serve the gateway (streamable HTTP on gateway.listen, or stdio with --stdio)", runServe},
+	{"agent", "run the built-in agent on a task over the governed tools (exit code: how the run ended)", runAgent},
 	{"tools", "start the upstreams and print the tool catalog (table, or --json)", runTools},
 	{"status", "show upstreams and lockouts with their age (from the running gateway, else the state file)", runStatus},
 	{"unlock", "reset a server's lockout after inspecting the robot (--reason required; audited)", runUnlock},

@@ -18,7 +18,6 @@ import (
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/gateway"
-	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -66,38 +65,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		logger.Warn("serving /mcp without authentication on an address other than loopback (--insecure-listen): anyone who can reach it can call every tool", "listen", addr)
 	}
-	engine, err := gateway.CompilePolicies(cfg)
+	gv, err := openGovernance(cfg, logger, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError{1}
+		return err
 	}
-	guardSets, err := gateway.BuildGuards(cfg)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError{1}
-	}
-
-	reg := gateway.NewRegistry()
-	st, err := store.Open(cfg.Gateway.StateDir, store.Options{Logger: logger, OnAuditCommit: gateway.AuditMetrics(reg)})
-	if err != nil {
-		return fmt.Errorf("opening the state file: %w", err)
-	}
-	defer func() {
-		// Last: every audit record of the calls above is flushed before the process exits.
-		if err := st.Close(); err != nil {
-			logger.Error("closing the state file", "error", err)
-		}
-	}()
+	// Last: every audit record of the calls above is flushed before the process exits.
+	defer gv.close(logger)
 	token, err := adminToken(cfg)
 	if err != nil {
 		return err
 	}
-	for _, l := range st.Lockouts() {
-		logger.Warn("physical actions are locked out from before this start; an operator must inspect the robot and unlock",
-			"server", l.Server, "tool", l.Tool, "since", l.At, "reason", l.Reason)
-	}
 
-	g, err := gateway.New(cfg, gateway.Options{Logger: logger, RequireAll: *requireAll, Store: st, Registry: reg, AdminToken: token, Policies: engine, Guards: guardSets})
+	g, err := gateway.New(cfg, gateway.Options{Logger: logger, RequireAll: *requireAll, Store: gv.store, Registry: gv.registry, AdminToken: token, Policies: gv.policies, Guards: gv.guards})
 	if err != nil {
 		return err
 	}

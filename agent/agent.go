@@ -1,0 +1,360 @@
+// Package agent is the built-in agent (SPEC.md §12): a tool loop that runs a model against the
+// governed catalog in-process. Every call it makes goes through the same governed chain as an
+// MCP client's, as principal "agent"; after an unknown outcome (a lockout) it stops instead of
+// letting the model retry physical actions blind.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-gateway/mcp-gateway/agent/model"
+	"github.com/mcp-gateway/mcp-gateway/governor"
+)
+
+// Principal is who the agent's calls are made as, in policies and audit records.
+const Principal = "agent"
+
+// Instructions is the system text every run starts with.
+const Instructions = "You drive a robot through governed tools. Call one tool at a time when an action " +
+	"depends on the last one's result, and read each result: a failure says why in its kind and reason. " +
+	"If a result has kind mcp_execution_status_unknown, what the robot did is unknown: stop and report " +
+	"it instead of trying again. When the task is done or cannot be done, answer in plain text without calling tools."
+
+// Exit is how a run ended; its value is the process exit code of `mcp-gateway agent`.
+type Exit int
+
+// The ways a run ends.
+const (
+	// ExitAnswered: the model gave a final answer.
+	ExitAnswered Exit = 0
+	// ExitError: the model request failed or the model reported an error.
+	ExitError Exit = 1
+	// ExitRefused: the model refused (model_refusal).
+	ExitRefused Exit = 2
+	// ExitBudget: max_steps, the token budget or the cost budget ran out.
+	ExitBudget Exit = 3
+	// ExitHalted: a call's outcome was unknown (mcp_execution_status_unknown) and
+	// halt_on_unknown_outcome stopped the run.
+	ExitHalted Exit = 4
+	// ExitGuardBlocked: an output guard blocked the final answer.
+	ExitGuardBlocked Exit = 5
+)
+
+// String names the exit in transcripts.
+func (e Exit) String() string {
+	switch e {
+	case ExitAnswered:
+		return "answered"
+	case ExitRefused:
+		return "refused"
+	case ExitBudget:
+		return "budget_exhausted"
+	case ExitHalted:
+		return "halted"
+	case ExitGuardBlocked:
+		return "guard_blocked"
+	default:
+		return "error"
+	}
+}
+
+// Caller runs one call through the governed chain; *gateway.Gateway is one.
+type Caller interface {
+	Call(ctx context.Context, c *governor.Call) *governor.Outcome
+}
+
+// Options are the loop's limits and safety switches (the llm section's agent options).
+type Options struct {
+	// MaxSteps bounds the model requests of a run; zero or less means one.
+	MaxSteps int
+	// OneToolPerTurn runs only the first tool call of each model turn; the others are answered
+	// with a one_tool_per_turn failure and not executed.
+	OneToolPerTurn bool
+	// HaltOnUnknownOutcome ends the run at the first mcp_execution_status_unknown outcome.
+	HaltOnUnknownOutcome bool
+	// MaxTokensTotal and MaxCostUSD are the run's budgets; zero means none.
+	MaxTokensTotal int
+	MaxCostUSD     float64
+	// Experience maps a tool's public or upstream name to notes appended to its description.
+	Experience map[string]string
+}
+
+// Runner runs tasks. Its fields are set once; Run does not change them.
+type Runner struct {
+	Model  model.Model
+	Caller Caller
+	// Tools are the tools offered to the model; those without a definition (hidden) are left
+	// out.
+	Tools   []*governor.Tool
+	Options Options
+	// Out receives the transcript for a person as the run goes; nil discards it.
+	Out io.Writer
+	// Transcript receives the transcript as JSONL, one Event a line; nil discards it.
+	Transcript io.Writer
+	// RunID names the run: the session of its calls in audit records.
+	RunID string
+}
+
+// Report is how a run ended.
+type Report struct {
+	Exit Exit
+	// Answer is the final answer's text when Exit is ExitAnswered.
+	Answer string
+	// Reason says why the run ended otherwise.
+	Reason string
+	// Steps is the number of model requests made.
+	Steps int
+	// Calls is the number of tool calls sent to the gateway.
+	Calls int
+	// Usage is the sum over the run's model requests.
+	Usage model.Usage
+}
+
+// Event is one line of the JSONL transcript.
+type Event struct {
+	Time time.Time `json:"time"`
+	Run  string    `json:"run"`
+	// Type is task, step, tool or end.
+	Type string `json:"type"`
+	Step int    `json:"step,omitempty"`
+	// Text is the task, the model's text, or the final answer.
+	Text         string             `json:"text,omitempty"`
+	FinishReason model.FinishReason `json:"finish_reason,omitempty"`
+	Usage        *model.Usage       `json:"usage,omitempty"`
+	// Tool, CallID, Arguments and Raw describe a tool call; Executed says whether it reached
+	// the gateway.
+	Tool      string          `json:"tool,omitempty"`
+	CallID    string          `json:"call_id,omitempty"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Raw       string          `json:"raw,omitempty"`
+	Executed  *bool           `json:"executed,omitempty"`
+	Success   *bool           `json:"success,omitempty"`
+	Kind      governor.Kind   `json:"kind,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
+	Result    string          `json:"result,omitempty"`
+	// Exit and Outcome end the run.
+	Exit       *Exit   `json:"exit,omitempty"`
+	Outcome    string  `json:"outcome,omitempty"`
+	DurationMS float64 `json:"duration_ms,omitempty"`
+}
+
+// run is the state of one Run.
+type run struct {
+	*Runner
+	report Report
+	err    error // the first transcript write that failed
+}
+
+// Run runs task to its end. The report says how it ended; the error is set when the run could
+// not go on (a failed model request, a transcript that cannot be written) and then the report's
+// Exit is ExitError.
+func (r *Runner) Run(ctx context.Context, task string) (*Report, error) {
+	rn := &run{Runner: r}
+	call := &model.Call{
+		Instructions: []string{Instructions},
+		Messages:     []model.Message{{Role: model.RoleUser, Text: task}},
+		Tools:        r.modelTools(),
+	}
+	rn.emit(Event{Type: "task", Text: task})
+	rn.printf("task: %s\n", task)
+	maxSteps := max(r.Options.MaxSteps, 1)
+	for {
+		if rn.report.Steps >= maxSteps {
+			return rn.end(ExitBudget, fmt.Sprintf("max_steps %d reached", maxSteps), nil)
+		}
+		rn.report.Steps++
+		step := rn.report.Steps
+		start := time.Now()
+		res, err := r.Model.Generate(ctx, call)
+		took := time.Since(start)
+		if err != nil {
+			return rn.end(ExitError, err.Error(), err)
+		}
+		rn.addUsage(res.Usage)
+		usage := res.Usage
+		rn.emit(Event{Type: "step", Step: step, Text: res.Text(), FinishReason: res.FinishReason, Usage: &usage, DurationMS: ms(took)})
+		rn.printf("step %d (%s, %d+%d tokens, %s)\n", step, res.FinishReason, usage.InputTokens, usage.OutputTokens, took.Round(time.Millisecond))
+		if text := res.Text(); text != "" {
+			rn.printf("  model: %s\n", text)
+		}
+		calls := res.ToolCalls()
+		switch {
+		case res.Refusal:
+			return rn.end(ExitRefused, fmt.Sprintf("%s: %s", governor.KindModelRefusal, res.RefusalReason), nil)
+		case res.FinishReason == model.FinishError:
+			return rn.end(ExitError, "the model reported an error: "+res.Error, nil)
+		case len(calls) == 0:
+			rn.report.Answer = res.Text()
+			return rn.end(ExitAnswered, "", nil)
+		}
+		if why := rn.overBudget(); why != "" {
+			return rn.end(ExitBudget, why, nil)
+		}
+		call.Messages = append(call.Messages, res.AssistantMessage())
+		results := make([]model.ToolResult, 0, len(calls))
+		for i, tc := range calls {
+			out := rn.callTool(ctx, step, i, tc)
+			results = append(results, model.ToolResult{CallID: tc.ID, Name: tc.Name, Content: resultText(out.Result), IsError: !out.Success})
+			if r.Options.HaltOnUnknownOutcome && out.Kind == governor.KindExecutionStatusUnknown {
+				return rn.end(ExitHalted, fmt.Sprintf("%s on %s: %s", out.Kind, tc.Name, out.Reason), nil)
+			}
+		}
+		call.Messages = append(call.Messages, model.Message{Role: model.RoleTool, ToolResults: results})
+	}
+}
+
+// callTool answers one tool call: refused without running it when it is not the first of its
+// turn under one_tool_per_turn or its arguments did not parse, else run through the gateway.
+func (rn *run) callTool(ctx context.Context, step, i int, tc model.ToolCall) *governor.Outcome {
+	ev := Event{Type: "tool", Step: step, Tool: tc.Name, CallID: tc.ID, Arguments: tc.Arguments}
+	args := string(tc.Arguments)
+	if !tc.ValidArguments() {
+		ev.Raw = tc.Raw
+		args = tc.Raw
+	}
+	rn.printf("  → %s %s\n", tc.Name, args)
+	start := time.Now()
+	var out *governor.Outcome
+	executed := false
+	switch {
+	case rn.Options.OneToolPerTurn && i > 0:
+		out = governor.Refuse(governor.KindOneToolPerTurn,
+			fmt.Sprintf("only one tool call runs per turn; %s was not executed: call it again after reading the result of the first", tc.Name))
+	case !tc.ValidArguments():
+		out = governor.Refuse(governor.KindInvalidArguments,
+			fmt.Sprintf("the arguments of %s are not a JSON object; %s was not executed", tc.Name, tc.Name))
+	default:
+		executed = true
+		rn.report.Calls++
+		out = rn.Caller.Call(ctx, &governor.Call{
+			Name: tc.Name, Args: tc.Arguments, Principal: Principal, Session: rn.RunID, Start: start,
+		})
+	}
+	took := time.Since(start)
+	success := out.Success
+	ev.Executed, ev.Success, ev.Kind, ev.Reason = &executed, &success, out.Kind, out.Reason
+	ev.Result, ev.DurationMS = resultText(out.Result), ms(took)
+	rn.emit(ev)
+	switch {
+	case success:
+		rn.printf("    ok (%s): %s\n", took.Round(time.Millisecond), ev.Result)
+	case out.Kind != "":
+		rn.printf("    failed (%s): %s: %s\n", took.Round(time.Millisecond), out.Kind, out.Reason)
+	default:
+		rn.printf("    tool failure (%s): %s\n", took.Round(time.Millisecond), ev.Result)
+	}
+	return out
+}
+
+// end records how the run ended and returns its report.
+func (rn *run) end(exit Exit, reason string, err error) (*Report, error) {
+	rn.report.Exit, rn.report.Reason = exit, reason
+	rn.emit(Event{Type: "end", Step: rn.report.Steps, Text: rn.report.Answer, Reason: reason, Exit: &exit, Outcome: exit.String(), Usage: &rn.report.Usage})
+	if exit == ExitAnswered {
+		rn.printf("answer: %s\n", rn.report.Answer)
+	} else {
+		rn.printf("stopped (%s): %s\n", exit, reason)
+	}
+	if err == nil && rn.err != nil {
+		rn.report.Exit, rn.report.Reason, err = ExitError, rn.err.Error(), rn.err
+	}
+	return &rn.report, err
+}
+
+// addUsage adds one request's usage to the run's.
+func (rn *run) addUsage(u model.Usage) {
+	t := &rn.report.Usage
+	t.InputTokens += u.InputTokens
+	t.OutputTokens += u.OutputTokens
+	t.CacheReadTokens += u.CacheReadTokens
+	t.CostUSD += u.CostUSD
+}
+
+// overBudget says which budget the run has used up, or "".
+func (rn *run) overBudget() string {
+	u, o := rn.report.Usage, rn.Options
+	if o.MaxTokensTotal > 0 && u.InputTokens+u.OutputTokens >= o.MaxTokensTotal {
+		return fmt.Sprintf("token budget max_tokens_total %d used up (%d tokens)", o.MaxTokensTotal, u.InputTokens+u.OutputTokens)
+	}
+	if o.MaxCostUSD > 0 && u.CostUSD >= o.MaxCostUSD {
+		return fmt.Sprintf("cost budget max_cost_usd %g used up (%g USD)", o.MaxCostUSD, u.CostUSD)
+	}
+	return ""
+}
+
+// modelTools is the catalog as the model sees it, with Tool Experience appended to the
+// descriptions it names.
+func (r *Runner) modelTools() []model.Tool {
+	tools := make([]model.Tool, 0, len(r.Tools))
+	for _, t := range r.Tools {
+		if t.Definition == nil {
+			continue
+		}
+		desc := t.Definition.Description
+		text, ok := r.Options.Experience[t.Public]
+		if !ok {
+			text, ok = r.Options.Experience[t.Upstream]
+		}
+		if ok {
+			desc += "\n\nTool Experience:\n" + text
+		}
+		mt := model.Tool{Name: t.Public, Description: desc}
+		if t.Definition.InputSchema != nil {
+			if schema, err := json.Marshal(t.Definition.InputSchema); err == nil {
+				mt.InputSchema = schema
+			}
+		}
+		tools = append(tools, mt)
+	}
+	return tools
+}
+
+// resultText is what the model reads of a result: its structured content as JSON (the
+// envelope), else its text content.
+func resultText(res *mcp.CallToolResult) string {
+	if res == nil {
+		return ""
+	}
+	if res.StructuredContent != nil {
+		if b, err := json.Marshal(res.StructuredContent); err == nil {
+			return string(b)
+		}
+	}
+	var parts []string
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, t.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// emit writes one JSONL event; the first failure is kept and ends the run as an error.
+func (rn *run) emit(ev Event) {
+	if rn.Transcript == nil || rn.err != nil {
+		return
+	}
+	ev.Time, ev.Run = time.Now().UTC(), rn.RunID
+	line, err := json.Marshal(ev)
+	if err == nil {
+		_, err = rn.Transcript.Write(append(line, '\n'))
+	}
+	if err != nil {
+		rn.err = fmt.Errorf("writing the transcript: %w", err)
+	}
+}
+
+func (rn *run) printf(format string, args ...any) {
+	if rn.Out != nil {
+		fmt.Fprintf(rn.Out, format, args...)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/gateway"
+	"github.com/mcp-gateway/mcp-gateway/policies"
+	"github.com/mcp-gateway/mcp-gateway/store"
+)
+
+// governance is what `serve` and `agent` build a governing gateway from: the compiled policies
+// and guards, the metrics registry and the state file, which the caller closes last.
+type governance struct {
+	policies *policies.Engine
+	guards   *gateway.GuardSets
+	registry *prometheus.Registry
+	store    *store.Store
+}
+
+// openGovernance compiles the config's policies and guards (printing every problem, exit 1) and
+// opens the state file, warning about lockouts left from before this start.
+func openGovernance(cfg *config.Config, logger *slog.Logger, stderr io.Writer) (*governance, error) {
+	engine, err := gateway.CompilePolicies(cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return nil, exitError{1}
+	}
+	guardSets, err := gateway.BuildGuards(cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return nil, exitError{1}
+	}
+	reg := gateway.NewRegistry()
+	st, err := store.Open(cfg.Gateway.StateDir, store.Options{Logger: logger, OnAuditCommit: gateway.AuditMetrics(reg)})
+	if err != nil {
+		return nil, fmt.Errorf("opening the state file: %w", err)
+	}
+	for _, l := range st.Lockouts() {
+		logger.Warn("physical actions are locked out from before this start; an operator must inspect the robot and unlock",
+			"server", l.Server, "tool", l.Tool, "since", l.At, "reason", l.Reason)
+	}
+	return &governance{policies: engine, guards: guardSets, registry: reg, store: st}, nil
+}
+
+// close closes the state file, flushing the audit log; it runs last.
+func (gv *governance) close(logger *slog.Logger) {
+	if err := gv.store.Close(); err != nil {
+		logger.Error("closing the state file", "error", err)
+	}
+}

@@ -1,0 +1,123 @@
+package config
+
+import (
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Defaults of the agent options in the llm section.
+const (
+	DefaultMaxSteps = 20
+)
+
+// LLM chooses the model of the built-in agent (`mcp-gateway agent`) and the options of its loop.
+// The provider settings mirror agent/model.Settings; the agent package converts them, so this
+// package does not depend on it.
+type LLM struct {
+	Provider       string            `yaml:"provider" json:"provider,omitempty" jsonschema:"enum=anthropic,enum=openai,enum=openai.responses,enum=openrouter,enum=deepseek,enum=qwen,enum=mimo,enum=ollama,enum=scripted,enum=mock,description=Model provider of the agent."`
+	Model          string            `yaml:"model" json:"model,omitempty" jsonschema:"description=Model id (default: the provider's)."`
+	BaseURL        string            `yaml:"base_url" json:"base_url,omitempty" jsonschema:"description=Endpoint overriding the provider's default."`
+	APIKeyEnv      string            `yaml:"api_key_env" json:"api_key_env,omitempty" jsonschema:"description=Environment variable holding the API key (default: the provider's)."`
+	MaxTokens      int               `yaml:"max_tokens" json:"max_tokens,omitempty" jsonschema:"minimum=0,description=Output token limit of one model request."`
+	MaxTokensParam string            `yaml:"max_tokens_param" json:"max_tokens_param,omitempty" jsonschema:"enum=max_tokens,enum=max_completion_tokens,description=Name of the output limit on Chat Completions providers."`
+	Timeout        Duration          `yaml:"timeout" json:"timeout,omitempty" jsonschema:"type=string,description=Deadline of one HTTP attempt such as 60s."`
+	MaxRetries     int               `yaml:"max_retries" json:"max_retries,omitempty" jsonschema:"description=Retries of a failed model request (0: the default; negative: none)."`
+	Headers        map[string]string `yaml:"headers" json:"headers,omitempty" jsonschema:"description=Extra HTTP headers of every model request."`
+
+	// Rules, Replies and RepeatLast are the script of the scripted provider.
+	Rules      []ScriptRule  `yaml:"rules" json:"rules,omitempty" jsonschema:"description=scripted: rules matched against the last message first."`
+	Replies    []ScriptReply `yaml:"replies" json:"replies,omitempty" jsonschema:"description=scripted: replies used in order when no rule matches."`
+	RepeatLast *bool         `yaml:"repeat_last" json:"repeat_last,omitempty" jsonschema:"description=scripted: repeat the last reply once the replies run out (default true)."`
+	// ReplayPath is the JSONL file the mock provider replays.
+	ReplayPath string `yaml:"replay_path" json:"replay_path,omitempty" jsonschema:"description=mock: the JSONL file of decisions to replay (default $LLM_REPLAY)."`
+
+	// MaxSteps bounds the model requests of one run.
+	MaxSteps int `yaml:"max_steps" json:"max_steps,omitempty" jsonschema:"minimum=1,description=Most model requests in one run (default 20)."`
+	// OneToolPerTurn refuses every tool call of a turn after the first, unexecuted.
+	OneToolPerTurn bool `yaml:"one_tool_per_turn" json:"one_tool_per_turn,omitempty" jsonschema:"description=Run only the first tool call of a turn; the others get one_tool_per_turn."`
+	// HaltOnUnknownOutcome ends the run when a call's outcome is unknown (a lockout), so the
+	// model never retries physical actions blind. Nil means true.
+	HaltOnUnknownOutcome *bool `yaml:"halt_on_unknown_outcome" json:"halt_on_unknown_outcome,omitempty" jsonschema:"description=End the run when a call's outcome is unknown (default true)."`
+	// MaxTokensTotal and MaxCostUSD are the run's budgets; zero means none.
+	MaxTokensTotal int     `yaml:"max_tokens_total" json:"max_tokens_total,omitempty" jsonschema:"minimum=0,description=Token budget of one run (input plus output); 0 for none."`
+	MaxCostUSD     float64 `yaml:"max_cost_usd" json:"max_cost_usd,omitempty" jsonschema:"minimum=0,description=Cost budget of one run in USD; 0 for none."`
+}
+
+// ScriptRule is a rule of the scripted provider (agent/model.ScriptRule).
+type ScriptRule struct {
+	Contains string      `yaml:"contains" json:"contains,omitempty" jsonschema:"description=Matches when the last message holds this text\\, ignoring case."`
+	Matches  string      `yaml:"matches" json:"matches,omitempty" jsonschema:"description=Go regular expression the last message must match."`
+	Role     string      `yaml:"role" json:"role,omitempty" jsonschema:"enum=user,enum=assistant,enum=tool,description=Role of the last message."`
+	Times    int         `yaml:"times" json:"times,omitempty" jsonschema:"minimum=0,description=How many times the rule may answer; 0 for always."`
+	Reply    ScriptReply `yaml:"reply" json:"reply" jsonschema:"description=The reply the rule gives."`
+}
+
+// ScriptReply is one answer of the scripted provider (agent/model.Reply).
+type ScriptReply struct {
+	Text string `yaml:"text" json:"text,omitempty" jsonschema:"description=Answer text."`
+	// Output is structured output of any shape, sent as its JSON text.
+	Output       *yaml.Node       `yaml:"output" json:"output,omitempty" jsonschema:"description=Structured output\\, sent as its JSON text."`
+	ToolCalls    []ScriptToolCall `yaml:"tool_calls" json:"tool_calls,omitempty" jsonschema:"description=Tool calls the reply makes."`
+	Usage        *ScriptUsage     `yaml:"usage" json:"usage,omitempty" jsonschema:"description=Usage reported (default: one token per four characters)."`
+	CostUSD      float64          `yaml:"cost_usd" json:"cost_usd,omitempty" jsonschema:"minimum=0,description=Cost reported in USD."`
+	Model        string           `yaml:"model" json:"model,omitempty" jsonschema:"description=Resolved model reported."`
+	FinishReason string           `yaml:"finish_reason" json:"finish_reason,omitempty" jsonschema:"enum=stop,enum=tool_calls,enum=length,enum=refusal,enum=content_filter,enum=error,description=Finish reason (default tool_calls or stop)."`
+	Fail         bool             `yaml:"fail" json:"fail,omitempty" jsonschema:"description=Fail the model request instead of answering."`
+}
+
+// ScriptToolCall is a tool call of a scripted reply.
+type ScriptToolCall struct {
+	ID        string     `yaml:"id" json:"id,omitempty" jsonschema:"description=Call id (default call_1\\, call_2 …)."`
+	Name      string     `yaml:"name" json:"name" jsonschema:"required,description=Public tool name."`
+	Arguments *yaml.Node `yaml:"arguments" json:"arguments,omitempty" jsonschema:"description=Arguments object."`
+}
+
+// ScriptUsage is the usage a scripted reply reports.
+type ScriptUsage struct {
+	InputTokens     int     `yaml:"input_tokens" json:"input_tokens,omitempty" jsonschema:"minimum=0"`
+	OutputTokens    int     `yaml:"output_tokens" json:"output_tokens,omitempty" jsonschema:"minimum=0"`
+	CacheReadTokens int     `yaml:"cache_read_tokens" json:"cache_read_tokens,omitempty" jsonschema:"minimum=0"`
+	CostUSD         float64 `yaml:"cost_usd" json:"cost_usd,omitempty" jsonschema:"minimum=0"`
+}
+
+// checkLLM fills in the agent defaults and checks what the model package cannot: the loop's
+// options. The provider's own settings are checked by agent/model.New when the agent starts.
+func (d *decoder) checkLLM(cfg *Config) {
+	l := &cfg.LLM
+	src := d.src[l]
+	if src == nil {
+		src = &source{}
+	}
+	loc := location{path: "llm"}
+	switch {
+	case !src.has("max_steps"):
+		l.MaxSteps = DefaultMaxSteps
+	case src.valid("max_steps") && l.MaxSteps < 1:
+		d.errorf(src.valueLine("max_steps"), loc.field("max_steps"), "must be at least 1")
+	}
+	if !src.has("halt_on_unknown_outcome") {
+		yes := true
+		l.HaltOnUnknownOutcome = &yes
+	}
+	for _, k := range []struct {
+		key string
+		neg bool
+	}{{"max_tokens", l.MaxTokens < 0}, {"max_tokens_total", l.MaxTokensTotal < 0}, {"max_cost_usd", l.MaxCostUSD < 0}} {
+		if src.valid(k.key) && k.neg {
+			d.errorf(src.valueLine(k.key), loc.field(k.key), "must not be negative")
+		}
+	}
+	if src.valid("timeout") && l.Timeout < 0 {
+		d.errorf(src.valueLine("timeout"), loc.field("timeout"), "must not be negative")
+	}
+	if src.given("provider") && src.valid("provider") && l.Provider == "" {
+		d.errorf(src.valueLine("provider"), loc.field("provider"), "is empty")
+	}
+	top := d.src[cfg]
+	for name, text := range cfg.Experience {
+		if strings.TrimSpace(text) == "" {
+			d.errorf(top.lineOf("experience"), location{path: "experience"}, "tool %q: the text is empty", truncate(name))
+		}
+	}
+}
