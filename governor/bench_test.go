@@ -44,9 +44,15 @@ var moveSchema = map[string]any{
 // BenchmarkChain is the whole in-process chain for one call with 1 KB of arguments, without an
 // upstream: metrics, audit (real state file, group commit), log, resolve, lockout check,
 // validation, result check and lockout handling, with a dispatcher that answers at once.
+// BenchmarkChainPhysical is the same on a physical server, whose calls are also journaled in
+// the state file (two fsyncs) so that a gateway killed mid-call still locks out.
 //
 //	go test ./governor -run '^$' -bench Chain -benchtime 20000x
-func BenchmarkChain(b *testing.B) {
+func BenchmarkChain(b *testing.B) { benchmarkChain(b, false) }
+
+func BenchmarkChainPhysical(b *testing.B) { benchmarkChain(b, true) }
+
+func benchmarkChain(b *testing.B, physical bool) {
 	st := openStore(b)
 	schema, err := argschema.Compile("arm__move", moveSchema, argschema.Limits{})
 	if err != nil {
@@ -55,7 +61,7 @@ func BenchmarkChain(b *testing.B) {
 	result := &mcp.CallToolResult{StructuredContent: map[string]any{"success": true, "observation": "moved to the table", "run_id": "run-7"}}
 	srv := &fakeServer{do: func(context.Context, string, json.RawMessage) (*mcp.CallToolResult, error) { return result, nil }}
 	tools := catalog{"arm__move": {Public: "arm__move", Server: "arm", Upstream: "move", Evaluated: true, Schema: schema,
-		ServerConfig: &config.Server{Name: "arm", Physical: true, CallTimeoutSec: 300, TimeoutArgumentMarginSec: 60}, Dispatcher: srv}}
+		ServerConfig: &config.Server{Name: "arm", Physical: physical, CallTimeoutSec: 300, TimeoutArgumentMarginSec: 60}, Dispatcher: srv}}
 	h := Chain(Dispatch(),
 		NewMetrics(prometheus.NewRegistry()).Observe(),
 		Audit(st.Audit(), NewRedactor(config.DefaultRedactKeys)),

@@ -96,17 +96,48 @@ func (l *Lockouts) Admit(physical func(server string) bool) func(server string) 
 	}
 }
 
+// LockoutJournal is the state LockOnUnknown works on: the lockouts, and the journal of
+// physical calls in flight that lets the next start lock out after a gateway crash.
+type LockoutJournal interface {
+	store.LockoutStore
+	BeginPhysical(l store.Lockout) error
+	EndPhysical(callID string) error
+}
+
+// endPhysical closes a call's journal entry. If that fails the entry stays, and the next start
+// locks the server out: the safe side.
+func endPhysical(ls LockoutJournal, callID string, logger *slog.Logger) {
+	if err := ls.EndPhysical(callID); err != nil {
+		logger.Error("journal entry of a finished physical call not removed; the next start will lock its server out", "call", callID, "error", err)
+	}
+}
+
 // LockOnUnknown wraps dispatch (steps 6 and 7): when a call on a physical server ends with an
 // unknown outcome, the lockout is committed to the state file and an audit record written,
-// both before the failure returns. If the lockout cannot be stored, the failure says so, since
+// both before the failure returns. Every physical call is journaled before it is sent and the
+// entry removed once its outcome is known, so that a gateway killed mid-call still locks out
+// at its next start. If the lockout cannot be stored, the failure says so, since
 // the robot is then unprotected after a restart.
-func LockOnUnknown(ls store.LockoutStore, audit store.AuditLog, logger *slog.Logger) Step {
+func LockOnUnknown(ls LockoutJournal, audit store.AuditLog, logger *slog.Logger) Step {
 	return func(next Handler) Handler {
 		return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
+			if !c.Tool.Physical() {
+				return next.Handle(ctx, c)
+			}
+			// Journal the call first: if the gateway dies before the outcome is known, the next
+			// start finds the entry and locks the server out (store.Open).
+			entry := store.Lockout{Server: c.Tool.Server, Tool: c.Name, CallID: c.ID, Principal: c.Principal, Session: c.Session, At: time.Now()}
+			if err := ls.BeginPhysical(entry); err != nil {
+				logger.Error("physical call not sent: it could not be journaled in the state file", "server", entry.Server, "call", c.ID, "error", err)
+				return Refuse(KindUpstreamUnavailable, fmt.Sprintf(
+					"the call to %s was not sent: the gateway could not journal it in its state file (%v), and it sends no physical action it could not account for after a crash. Tell the operator.", c.Name, err))
+			}
 			out := next.Handle(ctx, c)
-			if !out.Unknown || !c.Tool.Physical() {
+			if !out.Unknown {
+				endPhysical(ls, c.ID, logger)
 				return out
 			}
+			defer endPhysical(ls, c.ID, logger)
 			lo := store.Lockout{
 				Server:    c.Tool.Server,
 				Tool:      c.Name,

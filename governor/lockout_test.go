@@ -157,7 +157,7 @@ func TestAdmitRefusesQueuedCallsAfterALockout(t *testing.T) {
 		return nil, err
 	}}
 	out := Chain(Dispatch(), CheckResult(), LockOnUnknown(st, st.Audit(), quiet)).Handle(context.Background(),
-		&Call{Name: "base__move", Args: json.RawMessage(`{}`), Tool: &Tool{Public: "base__move", Server: "base", Upstream: "move",
+		&Call{ID: "c-queued", Name: "base__move", Args: json.RawMessage(`{}`), Tool: &Tool{Public: "base__move", Server: "base", Upstream: "move",
 			ServerConfig: &config.Server{Name: "base", Physical: true, CallTimeoutSec: 1}, Dispatcher: srv}})
 	if out.Kind != KindExecutionStatusUnknown || out.Unknown {
 		t.Fatalf("queued call refused by a lockout: %+v", out)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -87,5 +88,43 @@ func BenchmarkLockoutCheck(b *testing.B) {
 		if _, ok := s.Lockout("arm"); ok {
 			b.Fatal("locked")
 		}
+	}
+}
+
+// A gateway killed during a physical call leaves a journal entry; the next Open locks the server
+// out, and a finished call leaves nothing behind.
+func TestInFlightPhysicalCallLocksOutAfterACrash(t *testing.T) {
+	dir := t.TempDir()
+	st, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.BeginPhysical(Lockout{Server: "arm", Tool: "arm__pick", CallID: "c1", Principal: "agent"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.BeginPhysical(Lockout{Server: "base", Tool: "base__move", CallID: "c2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.EndPhysical("c2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, locked := st.Lockout("arm"); locked {
+		t.Fatal("a call in flight must not lock out while the gateway runs")
+	}
+	// The process dies here: Close stands in for the lock release a crash causes.
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	l, locked := st.Lockout("arm")
+	if !locked || l.CallID != "c1" || l.Tool != "arm__pick" || !strings.Contains(l.Reason, "gateway stopped") {
+		t.Fatalf("after the restart: %+v, %v", l, locked)
+	}
+	if _, locked := st.Lockout("base"); locked {
+		t.Fatal("a finished call must leave no lockout")
 	}
 }

@@ -200,7 +200,16 @@ func (s *Store) init() error {
 	if version > schemaVersion {
 		return fmt.Errorf("state file %s has layout version %d, newer than this mcp-gateway understands (%d); use a newer mcp-gateway", s.path, version, schemaVersion)
 	}
-	return s.loadLockouts()
+	if !s.readOnly {
+		if err := s.recoverInFlight(); err != nil {
+			return fmt.Errorf("recover the physical calls in flight from %s: %w", s.path, err)
+		}
+		return s.loadLockouts()
+	}
+	if err := s.loadLockouts(); err != nil {
+		return err
+	}
+	return s.viewInFlight()
 }
 
 // Path is the state file's path.
