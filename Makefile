@@ -4,7 +4,7 @@ BIN       := bin
 NODE_DIR  := e2e/node
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build run test unit e2e bench lint node-deps clean
+.PHONY: all build run test unit e2e bench lint node-deps clean demo
 
 all: build
 
@@ -40,3 +40,8 @@ lint:
 
 clean:
 	rm -rf $(BIN)
+
+## demo: the built-in agent with a scripted model puts the red cup in the drawer of the
+## simulated robot (examples/demo.yaml), printing the transcript.
+demo: build
+	./$(BIN)/mcp-gateway agent -c examples/demo.yaml --task "Put the red cup in the drawer."

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcp-gateway/mcp-gateway/agent/model"
 	"github.com/mcp-gateway/mcp-gateway/governor"
+	"github.com/mcp-gateway/mcp-gateway/guards"
 )
 
 // Principal is who the agent's calls are made as, in policies and audit records.
@@ -43,7 +44,8 @@ const (
 	// ExitHalted: a call's outcome was unknown (mcp_execution_status_unknown) and
 	// halt_on_unknown_outcome stopped the run.
 	ExitHalted Exit = 4
-	// ExitGuardBlocked: an output guard blocked the final answer.
+	// ExitGuardBlocked: an input guard blocked (or escalated) the task, or an output guard the
+	// final answer.
 	ExitGuardBlocked Exit = 5
 )
 
@@ -94,6 +96,10 @@ type Runner struct {
 	// out.
 	Tools   []*governor.Tool
 	Options Options
+	// InputGuards screen the task before the first model request and OutputGuards the final
+	// answer before it is printed: block or escalate ends the run with ExitGuardBlocked, redact
+	// passes the redacted text on. Nil or empty sets pass everything.
+	InputGuards, OutputGuards *guards.Set
 	// Out receives the transcript for a person as the run goes; nil discards it.
 	Out io.Writer
 	// Transcript receives the transcript as JSONL, one Event a line; nil discards it.
@@ -105,9 +111,10 @@ type Runner struct {
 // Report is how a run ended.
 type Report struct {
 	Exit Exit
-	// Answer is the final answer's text when Exit is ExitAnswered.
+	// Answer is the final answer's text when Exit is ExitAnswered, as the output guards left it.
 	Answer string
-	// Reason says why the run ended otherwise.
+	// Reason says why the run ended otherwise; for an answered run, the output guards' reason
+	// when they redacted the answer.
 	Reason string
 	// Steps is the number of model requests made.
 	Steps int
@@ -129,7 +136,7 @@ type Event struct {
 	FinishReason model.FinishReason `json:"finish_reason,omitempty"`
 	Usage        *model.Usage       `json:"usage,omitempty"`
 	// Tool, CallID, Arguments and Raw describe a tool call; Executed says whether it reached
-	// the gateway.
+	// the gateway, and Outcome is its outcome (ok, tool_failure or the failure kind).
 	Tool      string          `json:"tool,omitempty"`
 	CallID    string          `json:"call_id,omitempty"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
@@ -139,7 +146,7 @@ type Event struct {
 	Kind      governor.Kind   `json:"kind,omitempty"`
 	Reason    string          `json:"reason,omitempty"`
 	Result    string          `json:"result,omitempty"`
-	// Exit and Outcome end the run.
+	// Exit and Outcome (answered, refused, …) end the run.
 	Exit       *Exit   `json:"exit,omitempty"`
 	Outcome    string  `json:"outcome,omitempty"`
 	DurationMS float64 `json:"duration_ms,omitempty"`
@@ -157,12 +164,22 @@ type run struct {
 // Exit is ExitError.
 func (r *Runner) Run(ctx context.Context, task string) (*Report, error) {
 	rn := &run{Runner: r}
+	gr, screened := r.InputGuards.CheckText(ctx, "", "", task)
+	if blocked(gr) {
+		rn.emit(Event{Type: "task", Reason: gr.Reason})
+		rn.printf("task: withheld by the input guards\n")
+		return rn.end(ExitGuardBlocked, fmt.Sprintf("the task was not sent to the model: an input guard %s it (%s)", verb(gr.Action), gr.Reason), nil)
+	}
+	if gr.Action == guards.ActionRedact {
+		rn.printf("task redacted by the input guards (%s)\n", gr.Reason)
+	}
+	task = screened
 	call := &model.Call{
 		Instructions: []string{Instructions},
 		Messages:     []model.Message{{Role: model.RoleUser, Text: task}},
 		Tools:        r.modelTools(),
 	}
-	rn.emit(Event{Type: "task", Text: task})
+	rn.emit(Event{Type: "task", Text: task, Reason: gr.Reason})
 	rn.printf("task: %s\n", task)
 	maxSteps := max(r.Options.MaxSteps, 1)
 	for {
@@ -179,20 +196,29 @@ func (r *Runner) Run(ctx context.Context, task string) (*Report, error) {
 		}
 		rn.addUsage(res.Usage)
 		usage := res.Usage
-		rn.emit(Event{Type: "step", Step: step, Text: res.Text(), FinishReason: res.FinishReason, Usage: &usage, DurationMS: ms(took)})
+		calls := res.ToolCalls()
+		// A final answer passes the output guards before anything shows it.
+		final := !res.Refusal && res.FinishReason != model.FinishError && len(calls) == 0
+		text := res.Text()
+		var gr guards.Result
+		if final {
+			gr, text = rn.OutputGuards.CheckText(ctx, "", "", text)
+			if blocked(gr) {
+				text = ""
+			}
+		}
+		rn.emit(Event{Type: "step", Step: step, Text: text, FinishReason: res.FinishReason, Usage: &usage, DurationMS: ms(took)})
 		rn.printf("step %d (%s, %d+%d tokens, %s)\n", step, res.FinishReason, usage.InputTokens, usage.OutputTokens, took.Round(time.Millisecond))
-		if text := res.Text(); text != "" {
+		if text != "" {
 			rn.printf("  model: %s\n", text)
 		}
-		calls := res.ToolCalls()
 		switch {
 		case res.Refusal:
 			return rn.end(ExitRefused, fmt.Sprintf("%s: %s", governor.KindModelRefusal, res.RefusalReason), nil)
 		case res.FinishReason == model.FinishError:
 			return rn.end(ExitError, "the model reported an error: "+res.Error, nil)
-		case len(calls) == 0:
-			rn.report.Answer = res.Text()
-			return rn.end(ExitAnswered, "", nil)
+		case final:
+			return rn.answer(gr, text)
 		}
 		if why := rn.overBudget(); why != "" {
 			return rn.end(ExitBudget, why, nil)
@@ -208,6 +234,32 @@ func (r *Runner) Run(ctx context.Context, task string) (*Report, error) {
 		}
 		call.Messages = append(call.Messages, model.Message{Role: model.RoleTool, ToolResults: results})
 	}
+}
+
+// answer ends the run with a final answer as the output guards left it (gr is their result):
+// answered, or guard_blocked without the answer.
+func (rn *run) answer(gr guards.Result, text string) (*Report, error) {
+	if blocked(gr) {
+		return rn.end(ExitGuardBlocked, fmt.Sprintf("the final answer is withheld: an output guard %s it (%s)", verb(gr.Action), gr.Reason), nil)
+	}
+	if gr.Action == guards.ActionRedact {
+		rn.printf("answer redacted by the output guards (%s)\n", gr.Reason)
+	}
+	rn.report.Answer = text
+	return rn.end(ExitAnswered, gr.Reason, nil)
+}
+
+// blocked says whether a guard result stops the text: block, or escalate (the agent has no
+// operator to ask).
+func blocked(r guards.Result) bool {
+	return r.Action == guards.ActionBlock || r.Action == guards.ActionEscalate
+}
+
+func verb(a guards.Action) string {
+	if a == guards.ActionEscalate {
+		return "escalated"
+	}
+	return "blocked"
 }
 
 // callTool answers one tool call: refused without running it when it is not the first of its
@@ -240,7 +292,7 @@ func (rn *run) callTool(ctx context.Context, step, i int, tc model.ToolCall) *go
 	took := time.Since(start)
 	success := out.Success
 	ev.Executed, ev.Success, ev.Kind, ev.Reason = &executed, &success, out.Kind, out.Reason
-	ev.Result, ev.DurationMS = resultText(out.Result), ms(took)
+	ev.Result, ev.DurationMS, ev.Outcome = resultText(out.Result), ms(took), out.Label()
 	rn.emit(ev)
 	switch {
 	case success:

@@ -5,13 +5,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/mcp-gateway/mcp-gateway/agent/model"
 	"github.com/mcp-gateway/mcp-gateway/governor"
+	"github.com/mcp-gateway/mcp-gateway/guards"
 )
 
 // fakeCaller answers every call with outcome(name) and records the calls.
@@ -284,5 +287,129 @@ func TestRunReportsAFailedModelRequest(t *testing.T) {
 	rep, err := r.Run(context.Background(), "task")
 	if err == nil || rep.Exit != ExitError {
 		t.Fatalf("report = %+v, err = %v", rep, err)
+	}
+}
+
+// guardSet builds one stage's guards as the config loader does, settings given as YAML.
+func guardSet(t *testing.T, stage guards.Stage, id, use string, action guards.Action, settings string) *guards.Set {
+	t.Helper()
+	spec := guards.Spec{ID: id, Use: use, Action: action}
+	if settings != "" {
+		var doc yaml.Node
+		if err := yaml.Unmarshal([]byte(settings), &doc); err != nil {
+			t.Fatal(err)
+		}
+		spec.Settings = doc.Content[0]
+	}
+	set, err := guards.Build(stage, []guards.Spec{spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+const awsKey = "AKIAIOSFODNN7EXAMPLE"
+
+func TestRunInputGuardBlocksTheTask(t *testing.T) {
+	for _, action := range []guards.Action{guards.ActionBlock, guards.ActionEscalate} {
+		t.Run(string(action), func(t *testing.T) {
+			requests := 0
+			m := modelFunc(func(context.Context, *model.Call) (*model.Result, error) {
+				requests++
+				return nil, errors.New("the model must not be asked")
+			})
+			caller := &fakeCaller{}
+			r, jsonl := newRunner(m, caller, Options{})
+			r.InputGuards = guardSet(t, guards.StageInput, "no-secrets", "secrets.scan", action, "")
+			rep, err := r.Run(context.Background(), "log in with "+awsKey+" and pick up the red cup")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Exit != ExitGuardBlocked || rep.Steps != 0 || requests != 0 || len(caller.calls) != 0 {
+				t.Fatalf("report = %+v, model requests %d, calls %d", rep, requests, len(caller.calls))
+			}
+			if !strings.Contains(rep.Reason, "no-secrets") || !strings.Contains(rep.Reason, "input guard") {
+				t.Errorf("reason %q does not name the guard", rep.Reason)
+			}
+			out := r.Out.(*bytes.Buffer).String()
+			if strings.Contains(jsonl.String(), awsKey) || strings.Contains(out, awsKey) {
+				t.Errorf("the blocked task was written out:\n%s\n%s", out, jsonl)
+			}
+			evs := events(t, jsonl)
+			if last := evs[len(evs)-1]; last.Type != "end" || last.Outcome != "guard_blocked" || *last.Exit != ExitGuardBlocked {
+				t.Errorf("last event = %+v", last)
+			}
+		})
+	}
+}
+
+func TestRunInputGuardRedactsTheTask(t *testing.T) {
+	var sent string
+	m := modelFunc(func(_ context.Context, c *model.Call) (*model.Result, error) {
+		sent = c.Messages[0].Text
+		return scripted(t, model.Reply{Text: "done"}).Generate(context.Background(), c)
+	})
+	r, jsonl := newRunner(m, &fakeCaller{}, Options{})
+	r.InputGuards = guardSet(t, guards.StageInput, "no-secrets", "secrets.scan", guards.ActionRedact, "")
+	rep, err := r.Run(context.Background(), "log in with "+awsKey+" and pick up the red cup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Exit != ExitAnswered || rep.Answer != "done" {
+		t.Fatalf("report = %+v", rep)
+	}
+	if strings.Contains(sent, awsKey) || !strings.Contains(sent, "pick up the red cup") {
+		t.Errorf("task sent to the model = %q, want it redacted", sent)
+	}
+	if strings.Contains(jsonl.String(), awsKey) {
+		t.Errorf("the transcript holds the secret:\n%s", jsonl)
+	}
+}
+
+const comboDeny = `patterns: ['combination is \d+']`
+
+func TestRunOutputGuardBlocksTheAnswer(t *testing.T) {
+	for _, action := range []guards.Action{guards.ActionBlock, guards.ActionEscalate} {
+		t.Run(string(action), func(t *testing.T) {
+			r, jsonl := newRunner(scripted(t, model.Reply{Text: "The safe's combination is 4711."}), &fakeCaller{}, Options{})
+			r.OutputGuards = guardSet(t, guards.StageOutput, "no-combinations", "regex.deny", action, comboDeny)
+			rep, err := r.Run(context.Background(), "open the safe")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Exit != ExitGuardBlocked || rep.Answer != "" || rep.Steps != 1 {
+				t.Fatalf("report = %+v", rep)
+			}
+			if !strings.Contains(rep.Reason, "no-combinations") || !strings.Contains(rep.Reason, "output guard") {
+				t.Errorf("reason %q does not name the guard", rep.Reason)
+			}
+			out := r.Out.(*bytes.Buffer).String()
+			if strings.Contains(out, "4711") || strings.Contains(jsonl.String(), "4711") {
+				t.Errorf("the blocked answer was written out:\n%s\n%s", out, jsonl)
+			}
+			if !strings.Contains(out, "stopped (guard_blocked)") {
+				t.Errorf("printed transcript:\n%s", out)
+			}
+		})
+	}
+}
+
+func TestRunOutputGuardRedactsTheAnswer(t *testing.T) {
+	r, jsonl := newRunner(scripted(t, model.Reply{Text: "The safe's combination is 4711."}), &fakeCaller{}, Options{})
+	r.OutputGuards = guardSet(t, guards.StageOutput, "no-combinations", "regex.deny", guards.ActionRedact, comboDeny)
+	rep, err := r.Run(context.Background(), "open the safe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Exit != ExitAnswered || strings.Contains(rep.Answer, "4711") || !strings.HasPrefix(rep.Answer, "The safe's ") {
+		t.Fatalf("report = %+v, want a redacted answer", rep)
+	}
+	out := r.Out.(*bytes.Buffer).String()
+	if strings.Contains(out, "4711") || strings.Contains(jsonl.String(), "4711") || !strings.Contains(out, "answer: "+rep.Answer) {
+		t.Errorf("printed or recorded answer not redacted:\n%s\n%s", out, jsonl)
+	}
+	evs := events(t, jsonl)
+	if last := evs[len(evs)-1]; last.Outcome != "answered" || last.Text != rep.Answer {
+		t.Errorf("last event = %+v", last)
 	}
 }

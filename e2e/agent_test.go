@@ -3,8 +3,10 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -27,15 +29,17 @@ experience:
 
 // agentEvent is the part of a transcript line the tests read.
 type agentEvent struct {
-	Type     string
-	Step     int
-	Text     string
-	Tool     string
-	Executed *bool
-	Success  *bool
-	Kind     string
-	Exit     *int
-	Outcome  string
+	Type      string
+	Step      int
+	Text      string
+	Tool      string
+	Arguments json.RawMessage
+	Executed  *bool
+	Success   *bool
+	Kind      string
+	Reason    string
+	Exit      *int
+	Outcome   string
 }
 
 // runAgent runs `mcp-gateway agent` with the scripted llm section and returns its exit code,
@@ -45,11 +49,18 @@ func runAgent(t *testing.T, llm string) (code int, stdout string, events []agent
 	cfg, _ = writeConfig(t, strings.ReplaceAll(agentConfig, "{{llm}}", llm))
 	transcript := filepath.Join(filepath.Dir(cfg), "transcript.jsonl")
 	stdout, stderr, code := cli(t, "agent", "-c", cfg, "--task", "pick up the red cup from the table", "--transcript", transcript)
-	f, err := os.Open(transcript)
+	return code, stdout + stderr, readTranscript(t, transcript, code, stdout+stderr), cfg
+}
+
+// readTranscript reads a JSONL transcript; code and out are the run's, for the failure message.
+func readTranscript(t *testing.T, path string, code int, out string) []agentEvent {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
-		t.Fatalf("no transcript (exit %d): %v\n%s%s", code, err, stdout, stderr)
+		t.Fatalf("no transcript (exit %d): %v\n%s", code, err, out)
 	}
 	defer f.Close()
+	var events []agentEvent
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		var ev agentEvent
@@ -58,7 +69,7 @@ func runAgent(t *testing.T, llm string) (code int, stdout string, events []agent
 		}
 		events = append(events, ev)
 	}
-	return code, stdout + stderr, events, cfg
+	return events
 }
 
 func agentCalls(t *testing.T, cfg string) []auditRecord {
@@ -156,5 +167,153 @@ func TestAgentOneToolPerTurnRunsOnlyTheFirstCall(t *testing.T) {
 	}
 	if calls := agentCalls(t, cfg); len(calls) != 1 || calls[0].Tool != "robot__navigate_to" {
 		t.Errorf("audited agent calls = %+v, want only the first", calls)
+	}
+}
+
+// demoTask is the task `make demo` gives the agent.
+const demoTask = "Put the red cup in the drawer."
+
+// demoConfig writes examples/demo.yaml — what `make demo` runs — into a temporary directory
+// with its paths rewritten for the test: the simulated robot, the state directory (name) and
+// the policy file. llm, when set, replaces the file's llm section (the last one).
+func demoConfig(t *testing.T, name, llm string) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile(filepath.Join(root, "examples/demo.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := strings.NewReplacer(
+		"../bin/sim-robot", simRobotBin,
+		"../.mcp-gateway-demo", filepath.Join(dir, name),
+		"policies/robot.yaml", filepath.Join(root, "examples/policies/robot.yaml"),
+	).Replace(string(text))
+	if !strings.Contains(cfg, simRobotBin) || !strings.Contains(cfg, filepath.Join(dir, name)) {
+		t.Fatal("examples/demo.yaml no longer has the paths this test rewrites")
+	}
+	if llm != "" {
+		i := strings.Index(cfg, "\nllm:\n")
+		if i < 0 {
+			t.Fatal("examples/demo.yaml has no llm section")
+		}
+		cfg = cfg[:i+1] + llm
+	}
+	path := filepath.Join(dir, name+".yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// runDemo runs the agent on the demo task with cfg and extra flags, returning the exit code,
+// the output and the transcript.
+func runDemo(t *testing.T, cfg string, flags ...string) (int, string, []agentEvent) {
+	t.Helper()
+	transcript := filepath.Join(filepath.Dir(cfg), filepath.Base(cfg)+".jsonl")
+	args := append([]string{"agent", "-c", cfg, "--task", demoTask, "--transcript", transcript}, flags...)
+	stdout, stderr, code := cli(t, args...)
+	return code, stdout + stderr, readTranscript(t, transcript, code, stdout+stderr)
+}
+
+// TestDemoPutsTheRedCupInTheDrawer runs examples/demo.yaml as `make demo` does: the scripted
+// model recovers from a robot failure and a policy refusal and finishes the task.
+func TestDemoPutsTheRedCupInTheDrawer(t *testing.T) {
+	code, out, events := runDemo(t, demoConfig(t, "state", ""))
+	if code != 0 {
+		t.Fatalf("exit %d, want 0:\n%s", code, out)
+	}
+	var denied, failed, lastPlace *agentEvent
+	for i, ev := range events {
+		if ev.Type != "tool" {
+			continue
+		}
+		switch {
+		case ev.Outcome == "policy_denied" && denied == nil:
+			denied = &events[i]
+		case ev.Outcome == "tool_failure" && failed == nil:
+			failed = &events[i]
+		}
+		if ev.Tool == "robot__place_object" {
+			lastPlace = &events[i]
+		}
+	}
+	if denied == nil || denied.Tool != "robot__navigate_to" || denied.Executed == nil || !*denied.Executed {
+		t.Errorf("policy_denied step = %+v\n%s", denied, out)
+	}
+	if failed == nil || failed.Tool != "robot__pick_object" || failed.Kind != "" || !strings.Contains(failed.Reason+out, "navigate_to table first") {
+		t.Errorf("tool_failure step = %+v\n%s", failed, out)
+	}
+	if lastPlace == nil || lastPlace.Outcome != "ok" || lastPlace.Success == nil || !*lastPlace.Success ||
+		!strings.Contains(string(lastPlace.Arguments), `"target":"drawer"`) {
+		t.Errorf("last place_object = %+v, want the red cup placed in the drawer\n%s", lastPlace, out)
+	}
+	if last := events[len(events)-1]; last.Type != "end" || last.Outcome != "answered" || last.Text != "The red cup is in the drawer." {
+		t.Errorf("last event = %+v", last)
+	}
+	if !strings.Contains(out, "policy_denied") || !strings.Contains(out, "answer: The red cup is in the drawer.") {
+		t.Errorf("printed transcript lacks the steps:\n%s", out)
+	}
+}
+
+// steps is what a replay must reproduce of a transcript: each model step's text, each tool
+// call with its arguments and outcome, and how the run ended.
+func steps(events []agentEvent) []string {
+	var out []string
+	for _, ev := range events {
+		switch ev.Type {
+		case "step":
+			out = append(out, fmt.Sprintf("step %d: %q", ev.Step, ev.Text))
+		case "tool":
+			executed, success := ev.Executed != nil && *ev.Executed, ev.Success != nil && *ev.Success
+			out = append(out, fmt.Sprintf("tool %s %s executed=%t success=%t outcome=%s reason=%q", ev.Tool, ev.Arguments, executed, success, ev.Outcome, ev.Reason))
+		case "end":
+			out = append(out, fmt.Sprintf("end %s %q", ev.Outcome, ev.Text))
+		}
+	}
+	return out
+}
+
+// TestAgentReplaysARecordedRun records the demo's scripted run with --record and replays the
+// recording with the mock provider: the replayed run makes the same calls with the same
+// outcomes and ends the same way.
+func TestAgentReplaysARecordedRun(t *testing.T) {
+	cfg := demoConfig(t, "recorded", "")
+	recording := filepath.Join(filepath.Dir(cfg), "session.jsonl")
+	code, out, recorded := runDemo(t, cfg, "--record", recording)
+	if code != 0 {
+		t.Fatalf("recording: exit %d, want 0:\n%s", code, out)
+	}
+	replay := demoConfig(t, "replayed", fmt.Sprintf("llm:\n  provider: mock\n  replay_path: %q\n  max_steps: 12\n  one_tool_per_turn: true\n", recording))
+	code, out, replayed := runDemo(t, replay)
+	if code != 0 {
+		t.Fatalf("replay: exit %d, want 0:\n%s", code, out)
+	}
+	want, got := steps(recorded), steps(replayed)
+	if len(want) < 10 {
+		t.Fatalf("the recorded run has too few steps to compare: %v", want)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("replayed steps differ from the recorded run:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
+	}
+}
+
+// TestAgentInputGuardBlocksTheTask: the demo's input guard withholds a task carrying a
+// credential; the run ends with exit 5 naming the guard, before any model request or tool call.
+func TestAgentInputGuardBlocksTheTask(t *testing.T) {
+	cfg := demoConfig(t, "state", "")
+	key := "AKIAIOSFODNN7EXAMPLE"
+	stdout, stderr, code := cli(t, "agent", "-c", cfg, "--task", "Log in with "+key+", then put the red cup in the drawer.")
+	if code != 5 {
+		t.Fatalf("exit %d, want 5 (guard blocked):\n%s%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "secrets-in-task") || strings.Contains(stdout+stderr, key) || strings.Contains(stdout, "step 1") {
+		t.Errorf("output must name the guard, hide the task and show no model step:\n%s%s", stdout, stderr)
+	}
+	if calls := agentCalls(t, cfg); len(calls) != 0 {
+		t.Errorf("audited agent calls = %+v, want none", calls)
 	}
 }

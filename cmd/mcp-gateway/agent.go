@@ -101,13 +101,15 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	r := &agent.Runner{
-		Model:      m,
-		Caller:     g,
-		Tools:      g.Catalog().Tools(),
-		Options:    agent.OptionsOf(cfg),
-		Out:        stdout,
-		Transcript: jsonl,
-		RunID:      runID,
+		Model:        m,
+		Caller:       g,
+		Tools:        g.Catalog().Tools(),
+		Options:      agent.OptionsOf(cfg),
+		InputGuards:  gv.guards.Input,
+		OutputGuards: gv.guards.Output,
+		Out:          stdout,
+		Transcript:   jsonl,
+		RunID:        runID,
 	}
 	report, err := r.Run(ctx, *task)
 	if err != nil {
