@@ -7,6 +7,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -106,6 +107,9 @@ type Runner struct {
 	Transcript io.Writer
 	// RunID names the run: the session of its calls in audit records.
 	RunID string
+	// Metrics counts the model requests, tokens, cost and retries; nil counts nothing. Its
+	// OnRetry goes in the model's settings (model.Settings.OnRetry) for retries to count.
+	Metrics *Metrics
 }
 
 // Report is how a run ended.
@@ -186,12 +190,19 @@ func (r *Runner) Run(ctx context.Context, task string) (*Report, error) {
 		if rn.report.Steps >= maxSteps {
 			return rn.end(ExitBudget, fmt.Sprintf("max_steps %d reached", maxSteps), nil)
 		}
+		if err := ctx.Err(); err != nil {
+			return rn.end(ExitError, cancelled(err), err)
+		}
 		rn.report.Steps++
 		step := rn.report.Steps
 		start := time.Now()
 		res, err := r.Model.Generate(ctx, call)
 		took := time.Since(start)
+		r.Metrics.request(res, err)
 		if err != nil {
+			if ctx.Err() != nil {
+				return rn.end(ExitError, cancelled(ctx.Err()), err)
+			}
 			return rn.end(ExitError, err.Error(), err)
 		}
 		rn.addUsage(res.Usage)
@@ -234,6 +245,14 @@ func (r *Runner) Run(ctx context.Context, task string) (*Report, error) {
 		}
 		call.Messages = append(call.Messages, model.Message{Role: model.RoleTool, ToolResults: results})
 	}
+}
+
+// cancelled is the reason of a run stopped by its context (Ctrl-C, SIGTERM, a deadline).
+func cancelled(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "the run was stopped: its deadline passed"
+	}
+	return "the run was cancelled (interrupted)"
 }
 
 // answer ends the run with a final answer as the output guards left it (gr is their result):

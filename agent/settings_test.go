@@ -2,8 +2,13 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mcp-gateway/mcp-gateway/agent/model"
 	"github.com/mcp-gateway/mcp-gateway/config"
@@ -64,4 +69,67 @@ llm:
 	if err == nil || !strings.Contains(err.Error(), "llm.replies[0].tool_calls[0].arguments (line 5)") {
 		t.Fatalf("err = %v", err)
 	}
+}
+
+// TestRetriesFromConfig checks that the llm section's max_retries and timeout reach the
+// transport the loop uses: against a server that always answers 503, a request is made
+// max_retries+1 times (the default when zero, once when negative), each retry reported to the
+// OnRetry hook; timeout bounds each attempt.
+func TestRetriesFromConfig(t *testing.T) {
+	for _, tc := range []struct {
+		maxRetries, attempts int
+	}{{0, model.DefaultMaxAttempts}, {-1, 1}, {1, 2}, {4, 5}} {
+		var n atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n.Add(1)
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}))
+		s, err := ModelSettings(config.LLM{Provider: "ollama", BaseURL: srv.URL, MaxRetries: tc.maxRetries})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var retries atomic.Int32
+		s.OnRetry = func(int, error) { retries.Add(1) }
+		m, err := model.New(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = m.Generate(context.Background(), &model.Call{Messages: []model.Message{{Role: model.RoleUser, Text: "hi"}}})
+		srv.Close()
+		var status *model.StatusError
+		if !errors.As(err, &status) || status.StatusCode != http.StatusServiceUnavailable || status.Attempts != tc.attempts {
+			t.Errorf("max_retries %d: error %v, want HTTP 503 after %d attempts", tc.maxRetries, err, tc.attempts)
+		}
+		if int(n.Load()) != tc.attempts || int(retries.Load()) != tc.attempts-1 {
+			t.Errorf("max_retries %d: %d requests and %d retries, want %d and %d", tc.maxRetries, n.Load(), retries.Load(), tc.attempts, tc.attempts-1)
+		}
+	}
+
+	t.Run("timeout", func(t *testing.T) {
+		var n atomic.Int32
+		stop := make(chan struct{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n.Add(1)
+			select {
+			case <-r.Context().Done():
+			case <-stop:
+			}
+		}))
+		defer srv.Close()
+		defer close(stop)
+		s, err := ModelSettings(config.LLM{Provider: "ollama", BaseURL: srv.URL, MaxRetries: -1, Timeout: config.Duration(50 * time.Millisecond)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := model.New(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err = m.Generate(context.Background(), &model.Call{Messages: []model.Message{{Role: model.RoleUser, Text: "hi"}}})
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 3*time.Second || n.Load() != 1 {
+			t.Errorf("error %v after %s and %d requests, want the per-request deadline after one", err, time.Since(start), n.Load())
+		}
+	})
 }

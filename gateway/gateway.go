@@ -71,6 +71,7 @@ type Gateway struct {
 	live         atomic.Pointer[generation] // the config in force and its chain; Reload swaps both
 	reloadMu     sync.Mutex                 // one reload at a time
 	server       *mcp.Server
+	builtin      builtins // the tools registered with RegisterTool (builtin.go)
 
 	syncMu sync.Mutex                 // serialises catalog rebuilds and the server's tool list
 	served map[string]json.RawMessage // public name → definition registered with server
@@ -335,7 +336,14 @@ func (g *Gateway) refresh() []Problem {
 		}
 		sources = append(sources, Source{Server: s, Tools: u.Tools(), Dispatcher: u})
 	}
+	builtin, shadowed := g.builtinSource(cfg)
+	if builtin != nil {
+		sources = append(sources, *builtin)
+	}
 	cat, problems := BuildCatalog(cfg, sources, g.schemas.compile)
+	if shadowed != nil {
+		problems = append(problems, *shadowed)
+	}
 	g.schemas.retain()
 	problems = append(problems, g.screenDefinitions(cat)...)
 	problems = append(problems, g.applyPins(cat)...)

@@ -41,6 +41,9 @@ type Settings struct {
 	// MaxRetries is how many times a failed request is retried: zero
 	// means the transport's default (DefaultMaxAttempts-1), negative none.
 	MaxRetries int
+	// OnRetry is the transport's retry hook (Transport.OnRetry); nil
+	// means none.
+	OnRetry func(attempt int, err error)
 	// Headers are extra headers sent on every request; they replace the
 	// provider's own headers of the same name.
 	Headers map[string]string
@@ -182,6 +185,7 @@ func New(s Settings) (Model, error) {
 		KeyHeader: d.keyHeader,
 		Client:    s.Client,
 		Timeout:   s.Timeout,
+		OnRetry:   s.OnRetry,
 	}
 	if t.BaseURL == "" && d.baseURLEnv != "" {
 		t.BaseURL = os.Getenv(d.baseURLEnv)

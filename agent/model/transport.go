@@ -59,6 +59,10 @@ type Transport struct {
 	// Backoff returns the wait before attempt+1, after a failed attempt
 	// (1-based) that had no Retry-After; nil means ExponentialBackoff.
 	Backoff func(attempt int) time.Duration
+	// OnRetry, when set, is called before each wait for a retry with the
+	// failed attempt (1-based) and its error; the agent counts retries
+	// with it. It must not block.
+	OnRetry func(attempt int, err error)
 }
 
 // StatusError is a provider's answer with a status other than 2xx.
@@ -160,6 +164,9 @@ func (t *Transport) Do(ctx context.Context, body []byte) ([]byte, http.Header, e
 				}
 				wait = d
 			}
+		}
+		if t.OnRetry != nil {
+			t.OnRetry(attempt, redactErr(err, key))
 		}
 		timer := time.NewTimer(wait)
 		select {

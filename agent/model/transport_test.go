@@ -264,3 +264,53 @@ func TestExponentialBackoff(t *testing.T) {
 		}
 	}
 }
+
+// TestTransportOnRetry checks that the retry hook fires once, before the
+// wait, with the failed attempt and its status, on a 429 then a 200.
+func TestTransportOnRetry(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		n     int
+		calls []int
+		errs  []error
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		first := n == 1
+		mu.Unlock()
+		if first {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+			io.WriteString(w, `{"error":{"message":"slow down"}}`)
+			return
+		}
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	defer srv.Close()
+	tr := &Transport{
+		BaseURL: srv.URL, Path: "/x",
+		OnRetry: func(attempt int, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, attempt)
+			errs = append(errs, err)
+		},
+	}
+	got, _, err := tr.Do(context.Background(), []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != `{"ok":true}` {
+		t.Errorf("body %s", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n != 2 || len(calls) != 1 || calls[0] != 1 {
+		t.Fatalf("%d requests, OnRetry calls %v; want 2 requests and one call for attempt 1", n, calls)
+	}
+	var status *StatusError
+	if !errors.As(errs[0], &status) || status.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("OnRetry error %v, want the 429", errs[0])
+	}
+}

@@ -55,18 +55,6 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("%s: %w", *file, err)
 	}
-	m, err := model.New(settings)
-	if err != nil {
-		return fmt.Errorf("%s: llm: %w", *file, err)
-	}
-	if *record != "" {
-		rec, err := model.NewRecorder(m, *record)
-		if err != nil {
-			return err
-		}
-		defer rec.Close()
-		m = rec
-	}
 	var jsonl io.Writer
 	if *transcript != "" {
 		f, err := os.Create(*transcript)
@@ -83,6 +71,22 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer gv.close(logger)
+	// The agent's metrics go on the gateway's registry; the transport reports its retries to
+	// them, so the model is built after the registry.
+	metrics := agent.NewMetrics(gv.registry, cfg.LLM.Provider)
+	settings.OnRetry = metrics.OnRetry
+	m, err := model.New(settings)
+	if err != nil {
+		return fmt.Errorf("%s: llm: %w", *file, err)
+	}
+	if *record != "" {
+		rec, err := model.NewRecorder(m, *record)
+		if err != nil {
+			return err
+		}
+		defer rec.Close()
+		m = rec
+	}
 	g, err := gateway.New(cfg, gateway.Options{Logger: logger, Store: gv.store, Registry: gv.registry, Policies: gv.policies, Guards: gv.guards})
 	if err != nil {
 		return err
@@ -110,9 +114,15 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Out:          stdout,
 		Transcript:   jsonl,
 		RunID:        runID,
+		Metrics:      metrics,
 	}
+	// ctx is cancelled on SIGINT and SIGTERM (see main): the model request in flight and any
+	// tool call in flight stop, and the run ends with agent.ExitError.
 	report, err := r.Run(ctx, *task)
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		fmt.Fprintf(stderr, "mcp-gateway agent: %s\n", report.Reason)
+	case err != nil:
 		fmt.Fprintf(stderr, "mcp-gateway agent: %v\n", err)
 	}
 	if report.Exit == agent.ExitAnswered {
