@@ -43,6 +43,10 @@ var gatewayMetrics = map[string]gatewayMetric{
 	"mcp_gateway_approvals_pending":            {},
 	"mcp_gateway_guard_findings_total":         {labels: []string{"guard", "stage", "action", "mode"}},
 	"mcp_gateway_guard_errors_total":           {labels: []string{"guard", "stage", "fail_mode"}},
+	"mcp_gateway_model_requests_total":         {labels: []string{"provider", "status"}},
+	"mcp_gateway_model_tokens_total":           {labels: []string{"provider", "direction"}},
+	"mcp_gateway_model_cost_usd_total":         {labels: []string{"provider"}},
+	"mcp_gateway_model_retries_total":          {labels: []string{"provider"}},
 }
 
 // targetLabels are added by Prometheus (job, instance) and by the fleet's relabeling (robot,
