@@ -47,16 +47,7 @@ func addOpsFlags(fs *flag.FlagSet) *opsFlags {
 // loadConfig loads the config named by -c. Without -c it prints the usage (exit 2); a config
 // that does not load is printed with every problem (exit 1).
 func (o *opsFlags) loadConfig(fs *flag.FlagSet, stderr io.Writer) (*config.Config, error) {
-	if o.config == "" {
-		fs.Usage()
-		return nil, exitError{2}
-	}
-	cfg, err := config.Load(o.config)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return nil, exitError{1}
-	}
-	return cfg, nil
+	return loadConfig(fs, o.config, stderr)
 }
 
 // errNoStateFile: the state file does not exist, so no gateway has run with this state_dir.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/mcp-gateway/mcp-gateway/agent"
 	"github.com/mcp-gateway/mcp-gateway/agent/model"
-	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/gateway"
 )
 
@@ -43,10 +42,9 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("the task file %s is empty", *taskFile)
 		}
 	}
-	cfg, err := config.Load(*file)
+	cfg, err := loadConfig(fs, *file, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError{1}
+		return err
 	}
 	if cfg.LLM.Provider == "" {
 		return fmt.Errorf("%s: llm.provider is not set; choose one of %s", *file, strings.Join(model.Providers(), ", "))

@@ -15,14 +15,9 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *file == "" {
-		fs.Usage()
-		return exitError{2}
-	}
-	cfg, err := config.Load(*file)
+	cfg, err := loadConfig(fs, *file, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError{1}
+		return err
 	}
 	engine, err := gateway.CompilePolicies(cfg)
 	_, guardErr := gateway.BuildGuards(cfg)

@@ -13,6 +13,8 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+
+	"github.com/mcp-gateway/mcp-gateway/config"
 )
 
 // command is one subcommand.
@@ -102,4 +104,19 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	return fs
+}
+
+// loadConfig loads the config file named by -c: without one it prints the command's usage
+// (exit 2); a config that does not load is printed with every problem (exit 1).
+func loadConfig(fs *flag.FlagSet, path string, stderr io.Writer) (*config.Config, error) {
+	if path == "" {
+		fs.Usage()
+		return nil, exitError{2}
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return nil, exitError{1}
+	}
+	return cfg, nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/gateway"
 	"github.com/mcp-gateway/mcp-gateway/policies"
 )
@@ -23,10 +22,9 @@ func runPolicy(_ context.Context, args []string, stdout, stderr io.Writer) error
 		fs.Usage()
 		return exitError{2}
 	}
-	cfg, err := config.Load(*file)
+	cfg, err := loadConfig(fs, *file, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError{1}
+		return err
 	}
 	engine, err := gateway.CompilePolicies(cfg)
 	if err != nil {

@@ -30,14 +30,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *file == "" {
-		fs.Usage()
-		return exitError{2}
-	}
-	cfg, err := config.Load(*file)
+	cfg, err := loadConfig(fs, *file, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError{1}
+		return err
 	}
 	addr := cfg.Gateway.Listen
 	switch {

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/gateway"
 )
 
@@ -19,14 +18,9 @@ func runTools(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *file == "" {
-		fs.Usage()
-		return exitError{2}
-	}
-	cfg, err := config.Load(*file)
+	cfg, err := loadConfig(fs, *file, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError{1}
+		return err
 	}
 	g, err := gateway.New(cfg, gateway.Options{Logger: newLogger(cfg, stderr)})
 	if err != nil {
