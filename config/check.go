@@ -89,6 +89,7 @@ func (d *decoder) checkGateway(g *Gateway, dir string) {
 	g.StateDir = resolve(dir, g.StateDir)
 
 	d.enum(src, loc, "tool_names", &g.ToolNames, ToolNamesPrefixed, ToolNamesPrefixed, ToolNamesBare)
+	d.enum(src, loc, "http_mode", &g.HTTPMode, HTTPModeStateful, HTTPModeStateful, HTTPModeStateless)
 	d.enum(src, loc, "lockout_scope", &g.LockoutScope, LockoutGlobal, LockoutGlobal, LockoutServer)
 	d.enum(src, loc, "log_format", &g.LogFormat, LogFormatText, LogFormatText, LogFormatJSON)
 	d.enum(src, loc, "log_level", &g.LogLevel, LogLevelInfo, LogLevelDebug, LogLevelInfo, LogLevelWarn, LogLevelError)

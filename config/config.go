@@ -46,6 +46,11 @@ type Gateway struct {
 	AllowedOrigins []string `yaml:"allowed_origins" json:"allowed_origins,omitempty" jsonschema:"description=Browser origins allowed on /mcp such as http://localhost:6274 (port * for any); requests without Origin pass (default: localhost\\, 127.0.0.1 and [::1] on any port)."`
 	// MaxBodyBytes bounds the body of one request to /mcp; a larger one gets 413.
 	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes,omitempty" jsonschema:"minimum=1024,description=Largest request body accepted on /mcp in bytes; larger ones get 413 (default 4194304)."`
+	// HTTPMode is how /mcp keeps sessions: "stateful" (an initialize creates a session with an
+	// Mcp-Session-Id; the upstreams can send sampling, elicitation and logging to it) or
+	// "stateless" (every request stands alone, the 2026-07-28 form; input requests travel in
+	// results).
+	HTTPMode string `yaml:"http_mode" json:"http_mode,omitempty" jsonschema:"enum=stateful,enum=stateless,description=stateful: sessions with Mcp-Session-Id (default); stateless: every request stands alone (MCP 2026-07-28)\\, server-to-client requests travel as input requests in results."`
 	// ShutdownGrace is how long calls in flight may run on after SIGTERM or SIGINT before they
 	// are cancelled (a cancelled physical call locks out).
 	ShutdownGrace Duration `yaml:"shutdown_grace" json:"shutdown_grace,omitempty" jsonschema:"type=string,description=How long calls in flight may finish after SIGTERM before they are cancelled such as 30s (default 30s)."`
@@ -128,6 +133,8 @@ const (
 
 	ToolNamesPrefixed   = "prefixed"
 	ToolNamesBare       = "bare"
+	HTTPModeStateful    = "stateful"
+	HTTPModeStateless   = "stateless"
 	LockoutGlobal       = "global"
 	LockoutServer       = "server"
 	ContractEnvelope    = "envelope"

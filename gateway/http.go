@@ -8,6 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mcp-gateway/mcp-gateway/config"
 )
 
 // Handler serves the gateway over HTTP: streamable MCP at /mcp, liveness at /healthz,
@@ -30,6 +32,9 @@ func (g *Gateway) Handler(creds []Credential) http.Handler {
 		// refuse a reverse proxy on this machine with no setting to allow it.
 		DisableLocalhostProtection: true,
 		MaxRequestBodyBytes:        g.cfg.Gateway.MaxBodyBytes,
+		// Stateless: no Mcp-Session-Id; each request is served by a session of its own, so
+		// server-to-client requests are carried only as input requests in results.
+		Stateless: g.cfg.Gateway.HTTPMode == config.HTTPModeStateless,
 	})
 	if len(creds) > 0 {
 		mcpHandler = identify(creds, requirePrincipal(mcpTokenHint, carryPrincipal(mcpHandler)))
