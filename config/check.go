@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"errors"
 	"fmt"
 	"math"
@@ -196,6 +198,7 @@ func (d *decoder) checkServer(cfg *Config, i int, dir string, seen map[string]in
 		d.errorf(src.valueLine("queue_size"), loc.field("queue_size"), "must be at least 1, got %d", s.QueueSize)
 	}
 	d.enum(src, loc, "contract", &s.Contract, ContractEnvelope, ContractEnvelope, ContractPassthrough)
+	d.enum(src, loc, "protocol_version", &s.ProtocolVersion, "", mcp.SupportedProtocolVersions()...)
 	d.checkTools(s, loc)
 }
 

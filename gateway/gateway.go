@@ -72,6 +72,8 @@ type Gateway struct {
 	reloadMu     sync.Mutex                 // one reload at a time
 	server       *mcp.Server
 	builtin      builtins // the tools registered with RegisterTool (builtin.go)
+	features     features      // resources, templates and prompts served (features.go)
+	subs         subscriptions // downstream resource subscriptions
 
 	syncMu sync.Mutex                 // serialises catalog rebuilds and the server's tool list
 	served map[string]json.RawMessage // public name → definition registered with server
@@ -92,6 +94,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	_, _ = rand.Read(b[:])
 	g.callPrefix = hex.EncodeToString(b[:]) + "-"
 	g.catalog.Store(&Catalog{byName: map[string]*governor.Tool{}})
+	g.features.idx = newFeatureIndex()
 	var names []string
 	for _, s := range cfg.Servers {
 		names = append(names, s.Name)
@@ -125,7 +128,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 
 	upOpts := upstream.Options{
 		Logger:         logger,
-		OnToolsChanged: func(string) { g.refresh() },
+		OnToolsChanged:    func(string) { g.refresh() },
+		OnResourceUpdated: g.resourceUpdated,
 	}
 	var lockouts *governor.Lockouts
 	if opts.Store != nil {
@@ -140,10 +144,20 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: cfg.Gateway.Name, Title: "mcp-gateway", Version: Version},
 		&mcp.ServerOptions{
-			Logger:       logger,
-			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+			Logger: logger,
+			// Everything the upstreams may offer, whether or not one does yet: they come and go.
+			Capabilities: &mcp.ServerCapabilities{
+				Tools:       &mcp.ToolCapabilities{ListChanged: true},
+				Resources:   &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
+				Prompts:     &mcp.PromptCapabilities{ListChanged: true},
+				Completions: &mcp.CompletionCapabilities{},
+				Logging:     &mcp.LoggingCapabilities{},
+			},
+			CompletionHandler:  g.complete,
+			SubscribeHandler:   g.subscribe,
+			UnsubscribeHandler: g.unsubscribe,
 		})
-	g.server.AddReceivingMiddleware(g.unlistedCalls)
+	g.server.AddReceivingMiddleware(g.unlistedCalls, g.forwardRequests)
 	return g, nil
 }
 
@@ -301,7 +315,32 @@ func (g *Gateway) handleCall(ctx context.Context, req *mcp.CallToolRequest) (*mc
 		return governor.Refuse(governor.KindInvalidArguments,
 			fmt.Sprintf("the arguments of %s must be a JSON object", c.Name)).Result, nil
 	}
-	return g.Call(ctx, c).Result, nil
+	// Requests and log messages the upstream sends while serving the call come back to this
+	// session; a multi-round-trip continuation is passed on.
+	o := g.origin(ctx, req)
+	o.InputResponses, o.RequestState = req.Params.InputResponses, req.Params.RequestState
+	ctx = upstream.WithOrigin(ctx, o)
+	out := g.Call(ctx, c)
+	if out.RPCError != nil {
+		return nil, out.RPCError
+	}
+	return freshResult(out.Result), nil
+}
+
+// freshResult is the result sent downstream, a new object: an upstream's _meta keys of the
+// protocol (its server info above all) are not passed on, the gateway answers as itself.
+func freshResult(r *mcp.CallToolResult) *mcp.CallToolResult {
+	if r == nil {
+		return nil
+	}
+	return &mcp.CallToolResult{
+		Meta:              upstream.CleanMeta(r.Meta),
+		Content:           r.Content,
+		StructuredContent: r.StructuredContent,
+		IsError:           r.IsError,
+		InputRequests:     r.InputRequests,
+		RequestState:      r.RequestState,
+	}
 }
 
 // unlistedCalls sends tools/call for names the MCP server does not list (unknown or hidden
@@ -356,6 +395,12 @@ func (g *Gateway) refresh() []Problem {
 	}
 	g.catalog.Store(cat)
 	g.syncServer(cat)
+	for _, p := range g.syncFeatures(cfg) {
+		g.log.Error("catalog problem", "server", p.Server, "prompt", p.Tool, "reason", p.Msg)
+		if p.Fatal {
+			fatal = append(fatal, p)
+		}
+	}
 	return fatal
 }
 

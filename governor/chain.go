@@ -1,6 +1,8 @@
 package governor
 
 import (
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
 	"context"
 	"encoding/json"
 	"time"
@@ -57,6 +59,10 @@ type Outcome struct {
 	// Unknown is set when a call was sent and what it did is unknown: it timed out, its server
 	// died during it, or it was cancelled in flight. On a physical server this locks out.
 	Unknown bool
+	// RPCError is set when a passthrough server answered with a JSON-RPC error: the client gets
+	// that error as the server sent it (code, message, data) rather than a failure envelope,
+	// as it would talking to the server directly.
+	RPCError *jsonrpc.Error
 }
 
 // Label is the outcome's bounded label for metrics and audit: the failure kind, or

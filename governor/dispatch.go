@@ -1,6 +1,8 @@
 package governor
 
 import (
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
 	"context"
 	"errors"
 	"fmt"
@@ -62,7 +64,12 @@ func dispatchFailure(ctx, callCtx context.Context, c *Call, deadline time.Durati
 		return unknown(Refuse(KindUpstreamUnavailable, fmt.Sprintf(
 			"server %s stopped during the call to %s and is being restarted; the call may or may not have taken effect. Try again in a moment.", t.Server, c.Name)))
 	default:
-		return Refuse(KindUpstreamError, fmt.Sprintf("server %s answered the call to %s with an error: %v", t.Server, c.Name, err))
+		out := Refuse(KindUpstreamError, fmt.Sprintf("server %s answered the call to %s with an error: %v", t.Server, c.Name, err))
+		var rpcErr *jsonrpc.Error
+		if t.Passthrough() && errors.As(err, &rpcErr) && rpcErr.Code != 0 {
+			out.RPCError = rpcErr
+		}
+		return out
 	}
 }
 

@@ -13,6 +13,12 @@ func CheckResult() Step {
 			if out.Kind != "" {
 				return out
 			}
+			if out.Result.InputRequests != nil {
+				// Not the end of the call (MCP 2026-07-28): the server asks the client for
+				// input and is called again with the answers, through the whole chain.
+				out.Success = true
+				return out
+			}
 			if c.Tool.Passthrough() {
 				out.Success = !out.Result.IsError
 				return out

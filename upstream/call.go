@@ -68,13 +68,19 @@ func (u *Upstream) Call(ctx context.Context, name string, args json.RawMessage, 
 		}
 	}
 	params := &mcp.CallToolParams{Name: name}
+	origin := OriginOf(ctx)
+	if origin != nil {
+		params.Meta = origin.meta()
+		params.InputResponses, params.RequestState = origin.InputResponses, origin.RequestState
+	}
+	defer u.origins.add(origin)()
 	if len(args) > 0 {
 		params.Arguments = args // sent as the raw JSON it holds
 	}
 	if progress != nil {
 		token := u.progress.add(progress)
 		defer u.progress.remove(token)
-		params.SetProgressToken(token)
+		params.SetProgressToken(token) // after Meta: it is kept in it
 	}
 	for {
 		s := u.ready.Load()

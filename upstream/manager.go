@@ -1,6 +1,8 @@
 package upstream
 
 import (
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"context"
 	"errors"
 	"fmt"
@@ -24,11 +26,14 @@ type Options struct {
 	// Logger receives the supervisors' logs and every stdio child's stderr, with the server's
 	// name as attribute "server". Nil discards them.
 	Logger *slog.Logger
-	// OnToolsChanged is called after a server's tool list was (re)discovered: at first
+	// OnToolsChanged is called after a server's tools (or resources or prompts) were
+	// (re)discovered: at first
 	// discovery, after tools/list_changed and after every restart; after a (re)start it is
 	// called before the server becomes Ready. Calls for one server never overlap. It must
 	// return promptly and must not call Restart or Close.
 	OnToolsChanged func(server string)
+	// OnResourceUpdated, if set, receives the server's notifications/resources/updated.
+	OnResourceUpdated func(server string, p *mcp.ResourceUpdatedNotificationParams)
 	// OnStateChange, if set, is called after a server's state changed. Calls for one server
 	// never overlap. It must return promptly and must not call Restart or Close.
 	OnStateChange func(server string, s State)

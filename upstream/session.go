@@ -29,6 +29,8 @@ type session struct {
 	// release frees what dial acquired besides the child (idle HTTP connections); may be nil.
 	release func()
 	relist  chan struct{}  // tools/list_changed arrived; capacity 1 coalesces bursts
+	// relistFeatures: resources or prompts list_changed arrived; capacity 1 coalesces bursts.
+	relistFeatures chan struct{}
 	wg      sync.WaitGroup // the session's goroutines
 }
 
@@ -58,13 +60,19 @@ func (t *connTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 // connect starts one session: dial, initialize and list every tool within
 // startup_timeout_sec. On failure everything it started is torn down, and the error says which
 // server, what failed and what the child printed on stderr.
-func (u *Upstream) connect(ctx context.Context) (*session, []*mcp.Tool, error) {
-	s := &session{relist: make(chan struct{}, 1)}
+func (u *Upstream) connect(ctx context.Context) (*session, []*mcp.Tool, Features, error) {
+	s := &session{relist: make(chan struct{}, 1), relistFeatures: make(chan struct{}, 1)}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	t, err := u.dial(s)
 	if err != nil {
 		s.cancel(err)
-		return nil, nil, fmt.Errorf("server %q: %w", u.cfg.Name, err)
+		return nil, nil, Features{}, fmt.Errorf("server %q: %w", u.cfg.Name, err)
+	}
+	relistFeatures := func() {
+		select {
+		case s.relistFeatures <- struct{}{}:
+		default: // a re-list is already due
+		}
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: clientName}, &mcp.ClientOptions{
 		Logger: u.log,
@@ -77,20 +85,39 @@ func (u *Upstream) connect(ctx context.Context) (*session, []*mcp.Tool, error) {
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			u.progress.deliver(req.Params)
 		},
-		// The gateway does not answer sampling or elicitation requests yet, so there is nothing
-		// the multi-round-trip middleware could fulfil; without it a call is one round trip.
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { relistFeatures() },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { relistFeatures() },
+		ResourceUpdatedHandler: func(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			if f := u.opts.OnResourceUpdated; f != nil {
+				f(u.cfg.Name, req.Params)
+			}
+		},
+		// Requests and log messages the server sends while serving a request go to the
+		// downstream client whose request it is (forward.go).
+		CreateMessageWithToolsHandler: u.handleCreateMessage,
+		ElicitationHandler:            u.handleElicit,
+		ElicitationCompleteHandler:    u.handleElicitationComplete,
+		LoggingMessageHandler:         u.handleLog,
+		// Input requests in results (MCP 2026-07-28) are passed to the downstream client as
+		// they are, with the request state, and its answers passed back: the gateway does not
+		// answer them itself.
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	})
 	timeout := u.startupTimeout()
 	startCtx, cancel := context.WithTimeout(s.ctx, timeout)
 	defer cancel()
 	ct := &connTransport{Transport: t}
-	cs, err := client.Connect(startCtx, ct, nil)
+	cs, err := client.Connect(startCtx, ct, &mcp.ClientSessionOptions{ProtocolVersion: u.cfg.ProtocolVersion})
 	s.conn = ct.conn
 	var tools []*mcp.Tool
+	var features Features
 	if err == nil {
 		s.cs = cs
 		tools, err = listTools(startCtx, cs)
+	}
+	if err == nil {
+		features = u.listFeatures(startCtx, cs)
+		u.resubscribe(startCtx, cs)
 	}
 	if err != nil {
 		if errors.Is(startCtx.Err(), context.DeadlineExceeded) && s.ctx.Err() == nil {
@@ -99,9 +126,9 @@ func (u *Upstream) connect(ctx context.Context) (*session, []*mcp.Tool, error) {
 			s.settle()
 		}
 		u.teardown(s, err)
-		return nil, nil, errors.New(u.describe(s, true, err))
+		return nil, nil, Features{}, errors.New(u.describe(s, true, err))
 	}
-	return s, tools, nil
+	return s, tools, features, nil
 }
 
 // listTools returns every tool the server lists, following pagination.
@@ -156,6 +183,21 @@ func (u *Upstream) relistLoop(s *session) {
 		case <-s.ctx.Done():
 			return
 		case <-s.relist:
+		case <-s.relistFeatures:
+			ctx, cancel := context.WithTimeout(s.ctx, u.startupTimeout())
+			f := u.listFeatures(ctx, s.cs)
+			cancel()
+			u.mu.Lock()
+			current := s.ctx.Err() == nil
+			if current {
+				u.features = f
+			}
+			u.mu.Unlock()
+			if current {
+				u.log.Info("upstream resources or prompts changed", "resources", len(f.Resources), "templates", len(f.Templates), "prompts", len(f.Prompts))
+				u.toolsChanged()
+			}
+			continue
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, u.startupTimeout())
 		tools, err := listTools(ctx, s.cs)

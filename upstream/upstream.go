@@ -75,6 +75,11 @@ type Upstream struct {
 	progress progressRoutes
 	stderr   ring // the current child's last stderr lines
 
+	origins      origins             // requests in flight and the downstream sessions they serve
+	elicitations elicitationSessions // URL elicitations awaiting their completion
+	subsMu       sync.Mutex
+	subs         map[string]bool // resource URIs the gateway is subscribed to
+
 	started    atomic.Bool     // Manager.Start ran: a supervisor exists
 	restartReq chan chan error // operator resets, answered after the next start attempt
 	done       chan struct{}   // closed when the supervisor has returned
@@ -86,6 +91,7 @@ type Upstream struct {
 	errStderr []string // the stderr lines of the child lastErr is about
 	restarts  int
 	tools     []*mcp.Tool
+	features  Features
 	changed   chan struct{} // closed and replaced at every state change
 }
 
@@ -207,7 +213,7 @@ func (u *Upstream) supervise(ctx context.Context) {
 			u.mu.Unlock()
 			u.setState(Starting, nil)
 		}
-		s, tools, err := u.connect(ctx)
+		s, tools, features, err := u.connect(ctx)
 		if ctx.Err() != nil {
 			if s != nil {
 				u.teardown(s, errStopping)
@@ -229,6 +235,7 @@ func (u *Upstream) supervise(ctx context.Context) {
 		readyAt := time.Now()
 		u.mu.Lock()
 		u.tools = tools
+		u.features = features
 		u.mu.Unlock()
 		u.toolsChanged() // before Ready: whoever waits for Ready finds the catalog told
 		u.setState(Ready, s)

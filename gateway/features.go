@@ -1,0 +1,518 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/yosida95/uritemplate/v3"
+
+	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/upstream"
+)
+
+// Resources, resource templates and prompts of every upstream are served by the gateway's MCP
+// server like its tools (SPEC.md §4): prompts and the names of resources are namespaced like
+// tools (<server>__<name>, or bare), resource URIs are kept as the upstream gave them, so that
+// links in results stay valid, and resolved to their upstream: by the exact URI listed, then
+// by a listed template, then by asking each server that offers resources in config order.
+
+// promptRef is where a public prompt name leads.
+type promptRef struct{ server, name string }
+
+// featureIndex is what the MCP server serves besides tools and where each thing leads.
+type featureIndex struct {
+	resources map[string]string    // URI → server
+	templates map[string]string    // URI template → server
+	prompts   map[string]promptRef // public name → upstream prompt
+	// served are the definitions registered with the MCP server, to register only changes.
+	servedResources map[string]string
+	servedTemplates map[string]string
+	servedPrompts   map[string]string
+}
+
+func newFeatureIndex() *featureIndex {
+	return &featureIndex{
+		resources: map[string]string{}, templates: map[string]string{}, prompts: map[string]promptRef{},
+		servedResources: map[string]string{}, servedTemplates: map[string]string{}, servedPrompts: map[string]string{},
+	}
+}
+
+// features is the index in force; syncFeatures replaces it under syncMu.
+type features struct {
+	mu  sync.RWMutex
+	idx *featureIndex
+}
+
+func (f *features) get() *featureIndex {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.idx
+}
+
+// syncFeatures brings the MCP server's resources, templates and prompts in step with the
+// upstreams' (which notifies downstream sessions of changed lists). Called with syncMu held. It
+// returns the fatal problems: two servers' prompts with the same bare name.
+func (g *Gateway) syncFeatures(cfg *config.Config) []Problem {
+	prev := g.features.get()
+	next := newFeatureIndex()
+	var problems []Problem
+	wantResources := map[string]*mcp.Resource{}
+	wantTemplates := map[string]*mcp.ResourceTemplate{}
+	wantPrompts := map[string]*mcp.Prompt{}
+	for i := range cfg.Servers {
+		s := &cfg.Servers[i]
+		u := g.ups.Get(s.Name)
+		if u == nil {
+			continue
+		}
+		f := u.Features()
+		for _, r := range f.Resources {
+			if r == nil || r.URI == "" {
+				continue
+			}
+			if owner, dup := next.resources[r.URI]; dup {
+				problems = append(problems, Problem{Server: s.Name, Msg: fmt.Sprintf(
+					"resource %s of server %q is also offered by server %q; reads go to %q", r.URI, s.Name, owner, owner)})
+				continue
+			}
+			next.resources[r.URI] = s.Name
+			c := *r
+			c.Name = PublicName(cfg.Gateway.ToolNames, s.Name, r.Name)
+			c.Meta = upstream.CleanMeta(r.Meta)
+			wantResources[r.URI] = &c
+		}
+		for _, t := range f.Templates {
+			if t == nil || t.URITemplate == "" {
+				continue
+			}
+			if owner, dup := next.templates[t.URITemplate]; dup {
+				problems = append(problems, Problem{Server: s.Name, Msg: fmt.Sprintf(
+					"resource template %s of server %q is also offered by server %q; reads go to %q", t.URITemplate, s.Name, owner, owner)})
+				continue
+			}
+			next.templates[t.URITemplate] = s.Name
+			c := *t
+			c.Name = PublicName(cfg.Gateway.ToolNames, s.Name, t.Name)
+			c.Meta = upstream.CleanMeta(t.Meta)
+			wantTemplates[t.URITemplate] = &c
+		}
+		for _, p := range f.Prompts {
+			if p == nil || p.Name == "" {
+				continue
+			}
+			public := PublicName(cfg.Gateway.ToolNames, s.Name, p.Name)
+			if other, dup := next.prompts[public]; dup {
+				problems = append(problems, Problem{Server: s.Name, Tool: p.Name, Fatal: true, Msg: fmt.Sprintf(
+					"prompt %q is offered by servers %q and %q; with tool_names: bare every name must be unique: rename one upstream prompt or use tool_names: prefixed",
+					public, other.server, s.Name)})
+				continue
+			}
+			next.prompts[public] = promptRef{server: s.Name, name: p.Name}
+			c := *p
+			c.Name = public
+			c.Meta = upstream.CleanMeta(p.Meta)
+			wantPrompts[public] = &c
+		}
+	}
+
+	for uri, r := range wantResources {
+		def := featureDef(r)
+		next.servedResources[uri] = def
+		if prev.servedResources[uri] != def || prev.resources[uri] != next.resources[uri] {
+			if err := sdkAdd(func() { g.server.AddResource(r, g.readFrom(next.resources[uri])) }); err != nil {
+				problems = append(problems, Problem{Server: next.resources[uri], Msg: fmt.Sprintf("resource %s left out: %v", uri, err)})
+				delete(next.servedResources, uri)
+			}
+		}
+	}
+	for tmpl, t := range wantTemplates {
+		def := featureDef(t)
+		next.servedTemplates[tmpl] = def
+		if prev.servedTemplates[tmpl] != def || prev.templates[tmpl] != next.templates[tmpl] {
+			if err := sdkAdd(func() { g.server.AddResourceTemplate(t, g.readFrom(next.templates[tmpl])) }); err != nil {
+				problems = append(problems, Problem{Server: next.templates[tmpl], Msg: fmt.Sprintf("resource template %s left out: %v", tmpl, err)})
+				delete(next.servedTemplates, tmpl)
+			}
+		}
+	}
+	for name, p := range wantPrompts {
+		def := featureDef(p)
+		next.servedPrompts[name] = def
+		if prev.servedPrompts[name] != def || prev.prompts[name] != next.prompts[name] {
+			if err := sdkAdd(func() { g.server.AddPrompt(p, g.getPrompt(next.prompts[name])) }); err != nil {
+				problems = append(problems, Problem{Server: next.prompts[name].server, Tool: next.prompts[name].name, Msg: fmt.Sprintf("prompt %s left out: %v", name, err)})
+				delete(next.servedPrompts, name)
+			}
+		}
+	}
+	if gone := missing(prev.servedResources, next.servedResources); len(gone) > 0 {
+		g.server.RemoveResources(gone...)
+	}
+	if gone := missing(prev.servedTemplates, next.servedTemplates); len(gone) > 0 {
+		g.server.RemoveResourceTemplates(gone...)
+	}
+	if gone := missing(prev.servedPrompts, next.servedPrompts); len(gone) > 0 {
+		g.server.RemovePrompts(gone...)
+	}
+	g.features.mu.Lock()
+	g.features.idx = next
+	g.features.mu.Unlock()
+	return problems
+}
+
+func featureDef(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func missing(prev, next map[string]string) []string {
+	var gone []string
+	for k := range prev {
+		if _, ok := next[k]; !ok {
+			gone = append(gone, k)
+		}
+	}
+	return gone
+}
+
+// sdkAdd turns the SDK's panics on definitions it rejects into errors: an upstream's
+// definition never crashes the gateway.
+func sdkAdd(add func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the MCP SDK rejects its definition: %v", r)
+		}
+	}()
+	add()
+	return nil
+}
+
+// origin is the downstream side of a request, for the upstream it is forwarded to. The log
+// level is the request's own (MCP 2026-07-28) or the one the session set.
+func (g *Gateway) origin(ctx context.Context, req mcp.Request) *upstream.Origin {
+	o := &upstream.Origin{Ctx: ctx}
+	switch r := req.(type) {
+	case *mcp.CallToolRequest:
+		o.Session, o.Capabilities = r.Session, r.ClientCapabilities()
+	case *mcp.ReadResourceRequest:
+		o.Session, o.Capabilities = r.Session, r.ClientCapabilities()
+	case *mcp.GetPromptRequest:
+		o.Session, o.Capabilities = r.Session, r.ClientCapabilities()
+	case *mcp.CompleteRequest:
+		o.Session, o.Capabilities = r.Session, r.ClientCapabilities()
+	case *mcp.SubscribeRequest:
+		o.Session, o.Capabilities = r.Session, r.ClientCapabilities()
+	case *mcp.UnsubscribeRequest:
+		o.Session, o.Capabilities = r.Session, r.ClientCapabilities()
+	}
+	if p := req.GetParams(); p != nil {
+		if level, ok := p.GetMeta()[metaKeyLogLevel].(string); ok {
+			o.LogLevel = mcp.LoggingLevel(level)
+		}
+	}
+	if o.LogLevel == "" && o.Session != nil {
+		o.LogLevel, _ = g.sessions.get(o.Session.ID()).logLevel.Load().(mcp.LoggingLevel)
+	}
+	return o
+}
+
+// metaKeyLogLevel carries a request's log level (MCP 2026-07-28); the SDK's constant for it
+// is marked deprecated with logging itself.
+const metaKeyLogLevel = "io.modelcontextprotocol/logLevel"
+
+// upstreamError is what the client gets for a forwarded request that failed: the upstream's
+// own JSON-RPC error as it sent it (code, message and data), or the gateway's explanation.
+func upstreamError(err error) error {
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) && rpcErr.Code != 0 {
+		return rpcErr
+	}
+	return err
+}
+
+// server returns the upstream named name, or an error saying it is gone.
+func (g *Gateway) upstreamNamed(name string) (*upstream.Upstream, error) {
+	u := g.ups.Get(name)
+	if u == nil {
+		return nil, fmt.Errorf("server %q is no longer configured", name)
+	}
+	return u, nil
+}
+
+// readFrom reads resources from server.
+func (g *Gateway) readFrom(server string) mcp.ResourceHandler {
+	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		if probe, ok := ctx.Value(readProbeKey{}).(*readProbe); ok {
+			probe.handled = true
+		}
+		return g.readResource(ctx, server, req)
+	}
+}
+
+func (g *Gateway) readResource(ctx context.Context, server string, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	u, err := g.upstreamNamed(server)
+	if err != nil {
+		return nil, err
+	}
+	o := g.origin(ctx, req)
+	o.InputResponses, o.RequestState = req.Params.InputResponses, req.Params.RequestState
+	res, err := u.ReadResource(upstream.WithOrigin(ctx, o), req.Params.URI)
+	if err != nil {
+		return nil, upstreamError(err)
+	}
+	return &mcp.ReadResourceResult{
+		Meta:          upstream.CleanMeta(res.Meta),
+		Cacheable:     res.Cacheable,
+		Contents:      res.Contents,
+		InputRequests: res.InputRequests,
+		RequestState:  res.RequestState,
+	}, nil
+}
+
+// readProbe tells the resources/read middleware whether one of the gateway's read handlers
+// served the request: if none did, the URI matched nothing listed.
+type readProbe struct{ handled bool }
+type readProbeKey struct{}
+
+// getPrompt gets a prompt from its server.
+func (g *Gateway) getPrompt(ref promptRef) mcp.PromptHandler {
+	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		u, err := g.upstreamNamed(ref.server)
+		if err != nil {
+			return nil, err
+		}
+		o := g.origin(ctx, req)
+		o.InputResponses, o.RequestState = req.Params.InputResponses, req.Params.RequestState
+		res, err := u.GetPrompt(upstream.WithOrigin(ctx, o), ref.name, req.Params.Arguments)
+		if err != nil {
+			return nil, upstreamError(err)
+		}
+		return &mcp.GetPromptResult{
+			Meta:          upstream.CleanMeta(res.Meta),
+			Description:   res.Description,
+			Messages:      res.Messages,
+			InputRequests: res.InputRequests,
+			RequestState:  res.RequestState,
+		}, nil
+	}
+}
+
+// complete routes completion/complete by its reference: a prompt by its public name, a
+// resource template (or resource) by its URI.
+func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	p := req.Params
+	if p == nil || p.Ref == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "completion/complete needs a ref"}
+	}
+	idx := g.features.get()
+	params := *p
+	ref := *p.Ref
+	params.Ref = &ref
+	var server string
+	switch ref.Type {
+	case "ref/prompt":
+		pr, ok := idx.prompts[ref.Name]
+		if !ok {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no prompt named %q is offered by the gateway; list prompts/list for the names", ref.Name)}
+		}
+		server, ref.Name = pr.server, pr.name
+	case "ref/resource":
+		var ok bool
+		if server, ok = idx.templates[ref.URI]; !ok {
+			if server, ok = idx.resources[ref.URI]; !ok {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no resource template %q is offered by the gateway; list resources/templates/list for them", ref.URI)}
+			}
+		}
+	default:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown completion ref type %q; use ref/prompt or ref/resource", ref.Type)}
+	}
+	u, err := g.upstreamNamed(server)
+	if err != nil {
+		return nil, err
+	}
+	res, err := u.Complete(upstream.WithOrigin(ctx, g.origin(ctx, req)), &params)
+	if err != nil {
+		return nil, upstreamError(err)
+	}
+	return &mcp.CompleteResult{Meta: upstream.CleanMeta(res.Meta), Completion: res.Completion}, nil
+}
+
+// owner is the server a resource URI belongs to: the one that listed it, or whose template
+// matches it. "" when none.
+func (g *Gateway) owner(uri string) string {
+	idx := g.features.get()
+	if s, ok := idx.resources[uri]; ok {
+		return s
+	}
+	for tmpl, s := range idx.templates {
+		if templateMatches(tmpl, uri) {
+			return s
+		}
+	}
+	return ""
+}
+
+// resourceServers are the servers that offer resources, in config order.
+func (g *Gateway) resourceServers() []*upstream.Upstream {
+	var out []*upstream.Upstream
+	for _, s := range g.config().Servers {
+		u := g.ups.Get(s.Name)
+		if u == nil {
+			continue
+		}
+		if c := u.Features().Capabilities; c != nil && c.Resources != nil {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// subscriptions counts the downstream subscriptions of each URI, so that the gateway's
+// subscription upstream ends with the last one.
+type subscriptions struct {
+	mu    sync.Mutex
+	count map[string]int
+}
+
+func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	uri := req.Params.URI
+	server := g.owner(uri)
+	if server == "" {
+		if rs := g.resourceServers(); len(rs) == 1 {
+			server = rs[0].Name()
+		} else {
+			return mcp.ResourceNotFoundError(uri)
+		}
+	}
+	u, err := g.upstreamNamed(server)
+	if err != nil {
+		return err
+	}
+	if err := u.Subscribe(upstream.WithOrigin(ctx, g.origin(ctx, req)), uri); err != nil {
+		return upstreamError(err)
+	}
+	g.subs.mu.Lock()
+	if g.subs.count == nil {
+		g.subs.count = map[string]int{}
+	}
+	g.subs.count[uri]++
+	g.subs.mu.Unlock()
+	return nil
+}
+
+func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+	uri := req.Params.URI
+	g.subs.mu.Lock()
+	n := g.subs.count[uri] - 1
+	if n > 0 {
+		g.subs.count[uri] = n
+	} else {
+		delete(g.subs.count, uri)
+	}
+	g.subs.mu.Unlock()
+	if n > 0 {
+		return nil // another session still wants the updates
+	}
+	server := g.owner(uri)
+	if server == "" {
+		if rs := g.resourceServers(); len(rs) == 1 {
+			server = rs[0].Name()
+		} else {
+			return nil
+		}
+	}
+	u, err := g.upstreamNamed(server)
+	if err != nil {
+		return nil // gone with its subscriptions
+	}
+	if err := u.Unsubscribe(upstream.WithOrigin(ctx, g.origin(ctx, req)), uri); err != nil {
+		return upstreamError(err)
+	}
+	return nil
+}
+
+// resourceUpdated passes an upstream's notifications/resources/updated to the downstream
+// sessions subscribed to the URI.
+func (g *Gateway) resourceUpdated(server string, p *mcp.ResourceUpdatedNotificationParams) {
+	if err := g.server.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: p.URI}); err != nil {
+		g.log.Warn("passing a resource update on failed", "server", server, "uri", p.URI, "error", err.Error())
+	}
+}
+
+// forwardRequests is the receiving middleware for what the SDK does not route by itself:
+// logging/setLevel is passed on to every upstream that logs (the session's own level filters
+// what reaches it), and resources/read of a URI nothing listed matches is put to the servers
+// that offer resources.
+func (g *Gateway) forwardRequests(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "logging/setLevel":
+			if r, ok := req.(*mcp.ServerRequest[*mcp.SetLoggingLevelParams]); ok && r.Params != nil {
+				if r.Session != nil {
+					g.sessions.get(r.Session.ID()).logLevel.Store(r.Params.Level)
+				}
+				for _, u := range g.ups.All() {
+					if err := u.SetLoggingLevel(ctx, r.Params.Level); err != nil {
+						g.log.Warn("passing logging/setLevel on failed", "server", u.Name(), "error", err.Error())
+					}
+				}
+			}
+		case "resources/read":
+			r, ok := req.(*mcp.ReadResourceRequest)
+			if !ok || r.Params == nil {
+				break
+			}
+			probe := &readProbe{}
+			res, err := next(context.WithValue(ctx, readProbeKey{}, probe), method, req)
+			if probe.handled || err == nil {
+				return res, err
+			}
+			return g.readUnlisted(ctx, r, err)
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// readUnlisted reads a URI that no listed resource or template matches: from the only server
+// that offers resources, or from the first of several that does not answer "not found".
+func (g *Gateway) readUnlisted(ctx context.Context, req *mcp.ReadResourceRequest, notFound error) (mcp.Result, error) {
+	servers := g.resourceServers()
+	var asked []string
+	for _, u := range servers {
+		res, err := g.readResource(ctx, u.Name(), req)
+		if err == nil {
+			return res, nil
+		}
+		var rpcErr *jsonrpc.Error
+		if len(servers) == 1 || !errors.As(err, &rpcErr) || rpcErr.Code != mcp.CodeResourceNotFound {
+			return nil, err
+		}
+		asked = append(asked, u.Name())
+	}
+	if len(asked) > 0 {
+		g.log.Debug("resource not found on any server", "uri", req.Params.URI, "asked", strings.Join(asked, ", "))
+	}
+	return nil, notFound
+}
+
+// templates caches compiled URI templates.
+var templates sync.Map // template string → *uritemplate.Template, or nil if it does not compile
+
+func templateMatches(tmpl, uri string) bool {
+	v, ok := templates.Load(tmpl)
+	if !ok {
+		t, err := uritemplate.New(tmpl)
+		if err != nil {
+			t = nil
+		}
+		v, _ = templates.LoadOrStore(tmpl, t)
+	}
+	t, _ := v.(*uritemplate.Template)
+	return t != nil && t.Regexp().MatchString(uri)
+}

@@ -1,0 +1,424 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Origin is the downstream side of a request the gateway forwards to an upstream: where the
+// requests (sampling, elicitation) and log messages the upstream sends while serving it go, and
+// what the downstream request carried that the upstream must see.
+type Origin struct {
+	// Ctx is the downstream request's context: on streamable HTTP, what is sent with it travels
+	// on that request's stream. It is used only while the request is in flight.
+	Ctx context.Context
+	// Session is the downstream session; nil when no downstream client can take requests (the
+	// built-in agent).
+	Session *mcp.ServerSession
+	// Capabilities are what the downstream client declared for this request; nil if unknown.
+	// They are sent to the upstream in the request's _meta (MCP 2026-07-28), so that it asks
+	// only for what the client can do.
+	Capabilities *mcp.ClientCapabilities
+	// LogLevel is the least severe level of log messages the client wants; "" for none.
+	LogLevel mcp.LoggingLevel
+	// InputResponses and RequestState continue a multi-round-trip request (MCP 2026-07-28):
+	// the answers to an upstream's input requests and the state it asked to get back.
+	InputResponses mcp.InputResponseMap
+	RequestState   string
+}
+
+type originKey struct{}
+
+// WithOrigin returns a context carrying o; the upstream requests made with it are attributed
+// to o for as long as they are in flight.
+func WithOrigin(ctx context.Context, o *Origin) context.Context {
+	return context.WithValue(ctx, originKey{}, o)
+}
+
+// OriginOf is the origin ctx carries, or nil.
+func OriginOf(ctx context.Context) *Origin {
+	o, _ := ctx.Value(originKey{}).(*Origin)
+	return o
+}
+
+// meta is the _meta of a forwarded request: the downstream client's capabilities, so that a
+// 2026-07-28 upstream asks only for what the client behind the gateway can do. Without a
+// downstream client (the built-in agent) that is nothing.
+func (o *Origin) meta() mcp.Meta {
+	caps := &mcp.ClientCapabilities{}
+	if o != nil && o.Capabilities != nil {
+		caps = o.Capabilities
+	}
+	m := mcp.Meta{mcp.MetaKeyClientCapabilities: caps}
+	if o != nil && o.LogLevel != "" {
+		m[metaKeyLogLevel] = o.LogLevel
+	}
+	return m
+}
+
+// metaKeyLogLevel carries a request's log level (MCP 2026-07-28, where logging is deprecated
+// but still served; the SDK's constant for it is marked deprecated).
+const metaKeyLogLevel = "io.modelcontextprotocol/logLevel"
+
+// origins is the registry of an upstream's requests in flight and their origins: a request the
+// server sends, or a message it logs, goes to the downstream session whose request it serves.
+// The server does not say which of its requests in flight one belongs to, so it is attributed
+// only when every request in flight comes from the same downstream session; otherwise it is
+// refused, never guessed.
+type origins struct {
+	mu   sync.Mutex
+	next uint64
+	live map[uint64]*Origin
+}
+
+// add records a request in flight; the returned function removes it.
+func (r *origins) add(o *Origin) func() {
+	if o == nil {
+		o = &Origin{} // in flight all the same: it makes attribution ambiguous
+	}
+	r.mu.Lock()
+	if r.live == nil {
+		r.live = make(map[uint64]*Origin)
+	}
+	r.next++
+	id := r.next
+	r.live[id] = o
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		delete(r.live, id)
+		r.mu.Unlock()
+	}
+}
+
+var (
+	errNoRequestInFlight = errors.New("no request of a client of the gateway is in flight on this server, so there is nobody to ask")
+	errNoSession         = errors.New("the request in flight on this server comes from the gateway's built-in agent, which cannot answer it")
+)
+
+// attribute returns the origin a message the server sends now belongs to: the most recent
+// request in flight when all of them come from one downstream session.
+func (r *origins) attribute() (*Origin, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var last uint64
+	var found *Origin
+	sessions := map[*mcp.ServerSession]bool{}
+	for id, o := range r.live {
+		sessions[o.Session] = true
+		if id > last {
+			last, found = id, o
+		}
+	}
+	switch {
+	case len(sessions) == 0:
+		return nil, errNoRequestInFlight
+	case len(sessions) > 1:
+		return nil, fmt.Errorf("requests of %d different clients of the gateway are in flight on this server, and the server did not say which one this belongs to; the gateway does not guess", len(sessions))
+	case found.Session == nil:
+		return nil, errNoSession
+	}
+	return found, nil
+}
+
+// forwardError is the error an upstream gets back for a request the gateway could not pass on
+// to a downstream client.
+func (u *Upstream) forwardError(method string, err error) error {
+	u.log.Warn("request from the server not passed on", "method", method, "reason", err.Error())
+	return fmt.Errorf("mcp-gateway could not pass %s from server %q on to a client: %w", method, u.cfg.Name, err)
+}
+
+func (u *Upstream) handleCreateMessage(_ context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
+	const method = "sampling/createMessage"
+	o, err := u.origins.attribute()
+	if err != nil {
+		return nil, u.forwardError(method, err)
+	}
+	if caps := o.Capabilities; caps != nil {
+		if caps.Sampling == nil {
+			return nil, u.forwardError(method, errors.New("the client did not declare the sampling capability"))
+		}
+		if len(req.Params.Tools) > 0 && caps.Sampling.Tools == nil {
+			return nil, u.forwardError(method, errors.New("the request offers tools and the client did not declare sampling with tools"))
+		}
+	}
+	res, err := o.Session.CreateMessageWithTools(o.Ctx, req.Params)
+	if err != nil {
+		return nil, u.forwardError(method, err)
+	}
+	return res, nil
+}
+
+func (u *Upstream) handleElicit(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	const method = "elicitation/create"
+	o, err := u.origins.attribute()
+	if err != nil {
+		return nil, u.forwardError(method, err)
+	}
+	if caps := o.Capabilities; caps != nil {
+		if caps.Elicitation == nil {
+			return nil, u.forwardError(method, errors.New("the client did not declare the elicitation capability"))
+		}
+		if req.Params.Mode == "url" && caps.Elicitation.URL == nil {
+			return nil, u.forwardError(method, errors.New("the request is a URL elicitation and the client did not declare URL elicitation"))
+		}
+	}
+	if id := req.Params.ElicitationID; id != "" {
+		u.elicitations.put(id, o.Session)
+	}
+	res, err := o.Session.Elicit(o.Ctx, req.Params)
+	if err != nil {
+		return nil, u.forwardError(method, err)
+	}
+	return res, nil
+}
+
+// handleElicitationComplete passes notifications/elicitation/complete to the session the URL
+// elicitation went to.
+func (u *Upstream) handleElicitationComplete(ctx context.Context, req *mcp.ElicitationCompleteNotificationRequest) {
+	ss := u.elicitations.take(req.Params.ElicitationID)
+	if ss == nil {
+		u.log.Warn("elicitation completion for an unknown elicitation dropped", "elicitation_id", req.Params.ElicitationID)
+		return
+	}
+	if err := ss.NotifyElicitationComplete(context.WithoutCancel(ctx), req.Params); err != nil {
+		u.log.Warn("passing elicitation completion on failed", "error", err.Error())
+	}
+}
+
+// handleLog passes a log message to the session whose request the server is serving; one that
+// cannot be attributed goes to the gateway's own log.
+func (u *Upstream) handleLog(_ context.Context, req *mcp.LoggingMessageRequest) {
+	p := req.Params
+	o, err := u.origins.attribute()
+	if err == nil {
+		// The session's own logging/setLevel filters what it receives.
+		if err = o.Session.Log(o.Ctx, p); err == nil {
+			return
+		}
+	}
+	u.log.Info("upstream log message", "level", string(p.Level), "logger", p.Logger, "data", p.Data, "not_forwarded", err.Error())
+}
+
+// elicitationSessions remembers which downstream session a URL elicitation went to, for its
+// completion notification. Bounded: the oldest are forgotten first.
+type elicitationSessions struct {
+	mu    sync.Mutex
+	byID  map[string]*mcp.ServerSession
+	order []string
+}
+
+const maxElicitations = 256
+
+func (e *elicitationSessions) put(id string, ss *mcp.ServerSession) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.byID == nil {
+		e.byID = make(map[string]*mcp.ServerSession)
+	}
+	if _, ok := e.byID[id]; !ok {
+		e.order = append(e.order, id)
+	}
+	e.byID[id] = ss
+	for len(e.order) > maxElicitations {
+		delete(e.byID, e.order[0])
+		e.order = e.order[1:]
+	}
+}
+
+func (e *elicitationSessions) take(id string) *mcp.ServerSession {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ss := e.byID[id]
+	delete(e.byID, id)
+	return ss
+}
+
+// Features is what a server offers besides tools, as last listed.
+type Features struct {
+	Resources []*mcp.Resource
+	Templates []*mcp.ResourceTemplate
+	Prompts   []*mcp.Prompt
+	// Capabilities are the server's, from its initialize (or discover) result.
+	Capabilities *mcp.ServerCapabilities
+}
+
+// Features returns what the server offers besides tools; the zero value before it started.
+func (u *Upstream) Features() Features {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.features
+}
+
+// listFeatures lists the resources, resource templates and prompts the server declares. A
+// server that fails to list them still serves its tools; the failure is logged.
+func (u *Upstream) listFeatures(ctx context.Context, cs *mcp.ClientSession) Features {
+	f := Features{}
+	if init := cs.InitializeResult(); init != nil {
+		f.Capabilities = init.Capabilities
+	}
+	caps := f.Capabilities
+	if caps == nil {
+		return f
+	}
+	if caps.Resources != nil {
+		for r, err := range cs.Resources(ctx, nil) {
+			if err != nil {
+				u.log.Warn("listing resources failed; they are not offered", "error", err.Error())
+				break
+			}
+			f.Resources = append(f.Resources, r)
+		}
+		for t, err := range cs.ResourceTemplates(ctx, nil) {
+			if err != nil {
+				u.log.Warn("listing resource templates failed; they are not offered", "error", err.Error())
+				break
+			}
+			f.Templates = append(f.Templates, t)
+		}
+	}
+	if caps.Prompts != nil {
+		for p, err := range cs.Prompts(ctx, nil) {
+			if err != nil {
+				u.log.Warn("listing prompts failed; they are not offered", "error", err.Error())
+				break
+			}
+			f.Prompts = append(f.Prompts, p)
+		}
+	}
+	return f
+}
+
+// session returns the ready session, waiting for it within ctx.
+func (u *Upstream) session(ctx context.Context) (*session, error) {
+	if s := u.ready.Load(); s != nil {
+		return s, nil
+	}
+	return u.awaitReady(ctx)
+}
+
+// forward sends one request that is not a tool call to the server, attributed to ctx's origin
+// while it is in flight. A transport failure takes the session out of service like a failed
+// call does.
+func forward[R any](ctx context.Context, u *Upstream, method string, send func(*mcp.ClientSession) (R, error)) (R, error) {
+	var zero R
+	s, err := u.session(ctx)
+	if err != nil {
+		return zero, err
+	}
+	defer u.origins.add(OriginOf(ctx))()
+	res, err := send(s.cs)
+	if err != nil {
+		if notSent(err) || (transportFailed(err) && ctx.Err() == nil) {
+			u.connectionFailed(s, err)
+		}
+		var zero R
+		return zero, fmt.Errorf("server %q: %s: %w", u.cfg.Name, method, err)
+	}
+	return res, nil
+}
+
+// ReadResource reads a resource from the server; the origin's multi-round-trip fields are
+// passed on.
+func (u *Upstream) ReadResource(ctx context.Context, uri string) (*mcp.ReadResourceResult, error) {
+	o := OriginOf(ctx)
+	p := &mcp.ReadResourceParams{URI: uri, Meta: o.meta()}
+	if o != nil {
+		p.InputResponses, p.RequestState = o.InputResponses, o.RequestState
+	}
+	return forward(ctx, u, "resources/read", func(cs *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
+		return cs.ReadResource(ctx, p)
+	})
+}
+
+// GetPrompt gets the server's prompt name.
+func (u *Upstream) GetPrompt(ctx context.Context, name string, args map[string]string) (*mcp.GetPromptResult, error) {
+	o := OriginOf(ctx)
+	p := &mcp.GetPromptParams{Name: name, Arguments: args, Meta: o.meta()}
+	if o != nil {
+		p.InputResponses, p.RequestState = o.InputResponses, o.RequestState
+	}
+	return forward(ctx, u, "prompts/get", func(cs *mcp.ClientSession) (*mcp.GetPromptResult, error) {
+		return cs.GetPrompt(ctx, p)
+	})
+}
+
+// Complete asks the server for completions; params refer to the server's own names.
+func (u *Upstream) Complete(ctx context.Context, params *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	p := *params
+	p.Meta = OriginOf(ctx).meta()
+	return forward(ctx, u, "completion/complete", func(cs *mcp.ClientSession) (*mcp.CompleteResult, error) {
+		return cs.Complete(ctx, &p)
+	})
+}
+
+// Subscribe subscribes the gateway to updates of uri; the subscription is renewed after every
+// restart of the server until Unsubscribe.
+func (u *Upstream) Subscribe(ctx context.Context, uri string) error {
+	u.subsMu.Lock()
+	if u.subs == nil {
+		u.subs = map[string]bool{}
+	}
+	u.subs[uri] = true
+	u.subsMu.Unlock()
+	_, err := forward(ctx, u, "resources/subscribe", func(cs *mcp.ClientSession) (struct{}, error) {
+		return struct{}{}, cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
+	})
+	return err
+}
+
+// Unsubscribe ends the gateway's subscription to uri.
+func (u *Upstream) Unsubscribe(ctx context.Context, uri string) error {
+	u.subsMu.Lock()
+	delete(u.subs, uri)
+	u.subsMu.Unlock()
+	_, err := forward(ctx, u, "resources/unsubscribe", func(cs *mcp.ClientSession) (struct{}, error) {
+		return struct{}{}, cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
+	})
+	return err
+}
+
+// resubscribe renews the subscriptions on a new session.
+func (u *Upstream) resubscribe(ctx context.Context, cs *mcp.ClientSession) {
+	u.subsMu.Lock()
+	uris := maps.Clone(u.subs)
+	u.subsMu.Unlock()
+	for uri := range uris {
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			u.log.Warn("renewing a resource subscription failed", "uri", uri, "error", err.Error())
+		}
+	}
+}
+
+// SetLoggingLevel passes logging/setLevel on to a server that declares logging.
+func (u *Upstream) SetLoggingLevel(ctx context.Context, level mcp.LoggingLevel) error {
+	if f := u.Features(); f.Capabilities == nil || f.Capabilities.Logging == nil {
+		return nil
+	}
+	_, err := forward(ctx, u, "logging/setLevel", func(cs *mcp.ClientSession) (struct{}, error) {
+		return struct{}{}, cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level})
+	})
+	return err
+}
+
+// cleanMeta is an upstream result's _meta without the protocol's own keys (the upstream's
+// server info above all): the gateway answers as itself. nil when nothing is left.
+func CleanMeta(m mcp.Meta) mcp.Meta {
+	var out mcp.Meta
+	for k, v := range m {
+		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
+			continue
+		}
+		if out == nil {
+			out = mcp.Meta{}
+		}
+		out[k] = v
+	}
+	return out
+}
