@@ -87,7 +87,7 @@ type Server struct {
 	// newest the gateway speaks, and the server may answer with an older one. The server's
 	// session is shared by every client of the gateway, so this is one revision for all.
 	ProtocolVersion string `yaml:"protocol_version" json:"protocol_version,omitempty" jsonschema:"description=MCP protocol revision to ask the server for such as 2025-11-25; default the newest the gateway speaks (the server may choose an older one)."`
-	Contract string `yaml:"contract" json:"contract,omitempty" jsonschema:"enum=envelope,enum=passthrough,description=envelope: results must be success/failure envelopes; passthrough: forwarded as they are."`
+	Contract        string `yaml:"contract" json:"contract,omitempty" jsonschema:"enum=envelope,enum=passthrough,description=envelope: results must be success/failure envelopes; passthrough: forwarded as they are."`
 
 	Tools Tools `yaml:"tools" json:"tools,omitempty" jsonschema:"description=Which tools are listed and how."`
 

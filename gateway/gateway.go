@@ -71,7 +71,7 @@ type Gateway struct {
 	live         atomic.Pointer[generation] // the config in force and its chain; Reload swaps both
 	reloadMu     sync.Mutex                 // one reload at a time
 	server       *mcp.Server
-	builtin      builtins // the tools registered with RegisterTool (builtin.go)
+	builtin      builtins      // the tools registered with RegisterTool (builtin.go)
 	features     features      // resources, templates and prompts served (features.go)
 	subs         subscriptions // downstream resource subscriptions
 
@@ -127,7 +127,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 
 	upOpts := upstream.Options{
-		Logger:         logger,
+		Logger:            logger,
 		OnToolsChanged:    func(string) { g.refresh() },
 		OnResourceUpdated: g.resourceUpdated,
 	}

@@ -20,8 +20,8 @@ type sessions struct {
 type sessionState struct {
 	calls    atomic.Int64
 	logLevel atomic.Value // mcp.LoggingLevel the client set with logging/setLevel
-	mu     sync.Mutex
-	labels map[string]bool
+	mu       sync.Mutex
+	labels   map[string]bool
 }
 
 func newSessions(live func() map[string]bool) *sessions {

@@ -28,10 +28,10 @@ type session struct {
 	cs     *mcp.ClientSession
 	// release frees what dial acquired besides the child (idle HTTP connections); may be nil.
 	release func()
-	relist  chan struct{}  // tools/list_changed arrived; capacity 1 coalesces bursts
+	relist  chan struct{} // tools/list_changed arrived; capacity 1 coalesces bursts
 	// relistFeatures: resources or prompts list_changed arrived; capacity 1 coalesces bursts.
 	relistFeatures chan struct{}
-	wg      sync.WaitGroup // the session's goroutines
+	wg             sync.WaitGroup // the session's goroutines
 }
 
 // settle gives the child of a session that failed a moment to finish exiting, so that its exit
