@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(testServerEnv) != "" {
 		os.Exit(runTestServer())
 	}
+	if name := os.Getenv(featureServerEnv); name != "" {
+		os.Exit(runFeatureServer(name))
+	}
 	os.Exit(m.Run())
 }
 

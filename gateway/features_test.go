@@ -1,0 +1,243 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-gateway/mcp-gateway/config"
+)
+
+// featureServerEnv makes the test binary run as a stdio MCP server named after the variable's
+// value, with a resource, a resource template, a prompt with completions and tools that ask the
+// client for a sampled message.
+const featureServerEnv = "GATEWAY_FEATURE_SERVER"
+
+func runFeatureServer(name string) int {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "feature-" + name, Version: "1"}, &mcp.ServerOptions{
+		CompletionHandler: func(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			if req.Params.Ref.Type != "ref/prompt" || req.Params.Ref.Name != "greet" {
+				return nil, fmt.Errorf("no completions for %s %s", req.Params.Ref.Type, req.Params.Ref.Name)
+			}
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{req.Params.Argument.Value + "rld from " + name}}}, nil
+		},
+	})
+	srv.AddResource(&mcp.Resource{Name: "doc", URI: "test://" + name + "/doc", MIMEType: "text/plain"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "doc of " + name}}}, nil
+		})
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{Name: "item", URITemplate: "test://" + name + "/item/{id}"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			id := strings.TrimPrefix(req.Params.URI, "test://"+name+"/item/")
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "item " + id + " of " + name}}}, nil
+		})
+	srv.AddPrompt(&mcp.Prompt{Name: "greet", Arguments: []*mcp.PromptArgument{{Name: "who", Required: true}}},
+		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "Hello " + req.Params.Arguments["who"] + " from " + name}}}}, nil
+		})
+	ask := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10,
+			Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "question from " + name}}}})
+		if err != nil {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
+		}
+		text, _ := res.Content.(*mcp.TextContent)
+		if text == nil {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "no text sampled"}}}, nil
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sampled: " + text.Text}}}, nil
+	}
+	obj := map[string]any{"type": "object"}
+	srv.AddTool(&mcp.Tool{Name: "ask_" + name, InputSchema: obj}, ask)
+	// ask_together asks only once a second call is in flight, and returns only once the other
+	// has asked too (or after 5s each), so that two clients' calls are in flight on the server
+	// whenever it asks.
+	barrier := func() func() {
+		var n atomic.Int32
+		all := make(chan struct{})
+		return func() {
+			if n.Add(1) == 2 {
+				close(all)
+			}
+			select {
+			case <-all:
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}
+	arrived, asked := barrier(), barrier()
+	srv.AddTool(&mcp.Tool{Name: "ask_together_" + name, InputSchema: obj}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		arrived()
+		res, err := ask(ctx, req)
+		asked()
+		return res, err
+	})
+	if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, "feature server:", err)
+	}
+	return 0
+}
+
+// featureServer is a config entry for a feature server named name, asked for the 2025-11-25
+// revision under which it may send sampling requests while serving a call.
+func featureServer(name string) string {
+	return fmt.Sprintf("  - name: %s\n    command: \"{{exe}}\"\n    env: {%s: %q}\n    startup_timeout_sec: 10\n    contract: passthrough\n    protocol_version: \"2025-11-25\"\n", name, featureServerEnv, name)
+}
+
+// connectClient connects an in-memory MCP client to the gateway, speaking 2025-11-25: under
+// 2026-07-28 a server may not send it requests outside results (the SDK refuses), and the
+// feature servers sample the legacy way.
+func connectClient(t *testing.T, f *reloadFixture, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	clientT, serverT := mcp.NewInMemoryTransports()
+	if _, err := f.g.MCPServer().Connect(ctx, serverT, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "client", Version: "1"}, opts).Connect(ctx, clientT, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func sampler(text string) *mcp.ClientOptions {
+	return &mcp.ClientOptions{CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+		q, _ := req.Params.Messages[0].Content.(*mcp.TextContent)
+		return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: text + " (to " + q.Text + ")"}}, nil
+	}}
+}
+
+func textOf(t *testing.T, c []mcp.Content) string {
+	t.Helper()
+	var b strings.Builder
+	for _, x := range c {
+		if tc, ok := x.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// Resources, templates, prompts, completions and sampling of two servers are each routed to
+// the server they belong to.
+func TestFeaturesRouteToTheirServer(t *testing.T) {
+	f := startFixture(t, withServers(allowAll, featureServer("a"), featureServer("b")))
+	cs := connectClient(t, f, sampler("forty-two"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	resources, err := cs.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]string{}
+	for _, r := range resources.Resources {
+		names[r.URI] = r.Name
+	}
+	if names["test://a/doc"] != "a__doc" || names["test://b/doc"] != "b__doc" {
+		t.Fatalf("resources: %v, want URIs kept and names prefixed", names)
+	}
+	templates, err := cs.ListResourceTemplates(ctx, nil)
+	if err != nil || len(templates.ResourceTemplates) != 2 {
+		t.Fatalf("templates: %v %v", templates, err)
+	}
+	for uri, want := range map[string]string{"test://b/doc": "doc of b", "test://a/doc": "doc of a", "test://b/item/7": "item 7 of b"} {
+		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		if err != nil || len(res.Contents) != 1 || res.Contents[0].Text != want {
+			t.Errorf("read %s: %v %v, want %q", uri, res, err, want)
+		}
+	}
+	_, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://c/doc"})
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != mcp.CodeResourceNotFound {
+		t.Errorf("read of a URI no server has: %v, want resource not found (%d)", err, mcp.CodeResourceNotFound)
+	}
+
+	prompt, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "b__greet", Arguments: map[string]string{"who": "Ada"}})
+	if err != nil || len(prompt.Messages) != 1 {
+		t.Fatalf("prompt: %v %v", prompt, err)
+	}
+	if got := prompt.Messages[0].Content.(*mcp.TextContent).Text; got != "Hello Ada from b" {
+		t.Errorf("prompt text %q", got)
+	}
+	comp, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "a__greet"}, Argument: mcp.CompleteParamsArgument{Name: "who", Value: "wo"}})
+	if err != nil || len(comp.Completion.Values) != 1 || comp.Completion.Values[0] != "world from a" {
+		t.Errorf("completion: %+v %v, want [world from a]", comp, err)
+	}
+	if _, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "greet"}, Argument: mcp.CompleteParamsArgument{Name: "who", Value: "x"}}); err == nil || !strings.Contains(err.Error(), `no prompt named "greet"`) {
+		t.Errorf("completion of an unknown prompt: %v", err)
+	}
+
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "b__ask_b"})
+	if err != nil || res.IsError || textOf(t, res.Content) != "sampled: forty-two (to question from b)" {
+		t.Fatalf("sampling through the gateway: %v %+v %q", err, res, textOf(t, res.Content))
+	}
+}
+
+// A client without a sampling handler is refused with the reason, and so is a sampling request
+// while two clients' calls are in flight on the server: the gateway does not guess.
+func TestSamplingRefusals(t *testing.T) {
+	f := startFixture(t, withServers(allowAll, featureServer("a")))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	plain := connectClient(t, f, nil)
+	res, err := plain.CallTool(ctx, &mcp.CallToolParams{Name: "a__ask_a"})
+	if err != nil || !res.IsError || !strings.Contains(textOf(t, res.Content), "did not declare the sampling capability") {
+		t.Fatalf("sampling for a client without the capability: %v %+v", err, res)
+	}
+
+	one, two := connectClient(t, f, sampler("one")), connectClient(t, f, sampler("two"))
+	var wg sync.WaitGroup
+	results := make([]string, 2)
+	for i, cs := range []*mcp.ClientSession{one, two} {
+		wg.Go(func() {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "a__ask_together_a"})
+			if err != nil {
+				results[i] = err.Error()
+				return
+			}
+			results[i] = textOf(t, res.Content)
+		})
+	}
+	wg.Wait()
+	for i, r := range results {
+		if !strings.Contains(r, "requests of 2 different clients of the gateway are in flight") {
+			t.Errorf("client %d got %q, want the ambiguity refused", i+1, r)
+		}
+	}
+}
+
+// With bare names, two servers offering a prompt of the same name fail start-up, naming both.
+func TestBarePromptCollision(t *testing.T) {
+	yaml := "gateway:\n  tool_names: bare\n" + withServers(allowAll, featureServer("a"), featureServer("b"))
+	f := &reloadFixture{path: t.TempDir() + "/gateway.yaml"}
+	f.write(t, yaml)
+	cfg, err := config.Load(f.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = g.Start(ctx)
+	if err == nil || !strings.Contains(err.Error(), `prompt "greet" is offered by servers "a" and "b"`) {
+		t.Fatalf("Start = %v, want the prompt collision", err)
+	}
+}
