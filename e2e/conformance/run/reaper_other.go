@@ -1,0 +1,7 @@
+//go:build !linux
+
+package main
+
+func becomeSubreaper() {}
+
+func reapOrphans() []string { return nil }
