@@ -2,9 +2,10 @@
 GO        ?= go
 BIN       := bin
 NODE_DIR  := e2e/node
+CONFORMANCE_DIR := e2e/conformance
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build run test unit e2e bench lint node-deps clean demo
+.PHONY: all build run test unit e2e bench lint node-deps clean demo conformance conformance-deps
 
 all: build
 
@@ -45,3 +46,20 @@ clean:
 ## simulated robot (examples/demo.yaml), printing the transcript.
 demo: build
 	./$(BIN)/mcp-gateway agent -c examples/demo.yaml --task "Put the red cup in the drawer."
+
+## conformance: the official MCP conformance suite (server scenarios) against the Go SDK's
+## everything-server directly and through the gateway, and its client scenarios against the Go
+## SDK's client and the gateway as a client; fails when the gateway does worse than direct
+## (see docs/conformance.md). Tables in e2e/conformance/results/conformance.md.
+conformance: build conformance-deps
+	$(GO) build -o $(BIN)/everything-server github.com/modelcontextprotocol/go-sdk/conformance/everything-server
+	$(GO) build -o $(BIN)/everything-client github.com/modelcontextprotocol/go-sdk/conformance/everything-client
+	$(GO) build -o $(BIN)/conformance-client ./$(CONFORMANCE_DIR)/client
+	$(GO) build -o $(BIN)/conformance-run ./$(CONFORMANCE_DIR)/run
+	./$(BIN)/conformance-run -bin $(BIN) -dir $(CONFORMANCE_DIR) -out $(CONFORMANCE_DIR)/results
+
+# The conformance suites and Node 22 they need, exactly as pinned in their package-lock.json.
+conformance-deps: $(CONFORMANCE_DIR)/node_modules/.package-lock.json
+
+$(CONFORMANCE_DIR)/node_modules/.package-lock.json: $(CONFORMANCE_DIR)/package.json $(CONFORMANCE_DIR)/package-lock.json
+	cd $(CONFORMANCE_DIR) && npm ci --no-audit --no-fund

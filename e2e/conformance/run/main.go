@@ -299,7 +299,7 @@ func (c *config) serverRun(r serverRun) (*table, error) {
 	}
 	gw.stop(15 * time.Second)
 	if err != nil {
-		return nil, fmt.Errorf("through the gateway: %w (see %s)", err, filepath.Join(raw, "mcp-gateway.log"))
+		return nil, fmt.Errorf("through the gateway: %w (see %s)", err, rel(c.out, filepath.Join(raw, "mcp-gateway.log")))
 	}
 	return t, nil
 }
@@ -336,10 +336,10 @@ func (c *config) serverSuite(r serverRun, url, outDir string) (map[string]*resul
 	}
 	fmt.Printf("   %d scenarios, suite exit code %d (log %s)\n", len(res), p.exitCode(), rel(c.out, logPath))
 	if timedOut {
-		return res, fmt.Errorf("the suite did not finish within %s (log %s)", c.stepTimeout, logPath)
+		return res, fmt.Errorf("the suite did not finish within %s (log %s)", c.stepTimeout, rel(c.out, logPath))
 	}
 	if len(res) == 0 {
-		return nil, fmt.Errorf("the suite produced no results (log %s)", logPath)
+		return nil, fmt.Errorf("the suite produced no results (log %s)", rel(c.out, logPath))
 	}
 	return res, nil
 }
