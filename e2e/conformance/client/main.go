@@ -8,7 +8,8 @@
 // with the scenario's name in MCP_CONFORMANCE_SCENARIO. The shim writes a gateway config with
 // that URL as its only upstream, starts `mcp-gateway serve --stdio` as a child and, as an MCP
 // client of the gateway, does what the scenario expects of a client: the test server only ever
-// talks to the gateway's own upstream session.
+// talks to the gateway's own upstream session. The shim offers the gateway protocol 2025-11-25,
+// the revision of the suite's client scenarios, unless -protocol says otherwise.
 package main
 
 import (
@@ -30,6 +31,7 @@ import (
 func main() {
 	gateway := flag.String("gateway", os.Getenv("MCP_GATEWAY_BIN"), "path of the mcp-gateway binary (default $MCP_GATEWAY_BIN)")
 	timeout := flag.Duration("timeout", 25*time.Second, "time allowed for the whole scenario")
+	protocol := flag.String("protocol", "2025-11-25", "MCP protocol version the shim's client offers the gateway")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: client -gateway PATH [-timeout D] SERVER-URL (scenario in $MCP_CONFORMANCE_SCENARIO)")
 		flag.PrintDefaults()
@@ -43,7 +45,7 @@ func main() {
 	}
 	scenario := os.Getenv("MCP_CONFORMANCE_SCENARIO")
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	err := run(ctx, *gateway, flag.Arg(0), scenario)
+	err := run(ctx, *gateway, flag.Arg(0), scenario, *protocol)
 	cancel()
 	if err != nil {
 		log.Printf("scenario %q: %v", scenario, err)
@@ -64,7 +66,7 @@ var toolArguments = map[string]map[string]any{
 	"add_numbers": {"a": 5, "b": 3},
 }
 
-func run(ctx context.Context, gatewayBin, serverURL, scenario string) error {
+func run(ctx context.Context, gatewayBin, serverURL, scenario, protocol string) error {
 	tool, ok := scenarios[scenario]
 	if !ok {
 		return errors.New("not a scenario this shim knows")
@@ -83,12 +85,13 @@ func run(ctx context.Context, gatewayBin, serverURL, scenario string) error {
 		&mcp.ClientOptions{ElicitationHandler: acceptWithDefaults})
 	cmd := exec.Command(gatewayBin, "serve", "-c", cfg, "--stdio")
 	cmd.Stderr = os.Stderr // the suite keeps it as stderr.txt of the scenario
-	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second},
+		&mcp.ClientSessionOptions{ProtocolVersion: protocol})
 	if err != nil {
 		return fmt.Errorf("connecting to the gateway: %w", err)
 	}
 	defer session.Close()
-	log.Printf("connected to the gateway (upstream %s)", serverURL)
+	log.Printf("connected to the gateway on protocol %s (upstream %s)", session.InitializeResult().ProtocolVersion, serverURL)
 
 	if tool == "" {
 		res, err := session.ListTools(ctx, nil)
