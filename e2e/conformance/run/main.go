@@ -553,5 +553,23 @@ func (t *table) markdown() string {
 		what = "scored scenarios"
 	}
 	fmt.Fprintf(&b, "| **Total** | **%d/%d** %s pass | **%d/%d** pass | |\n", dn, n, what, gn, n)
+	// Why the gateway fails where direct does not (not the scenarios failing either way).
+	var why []string
+	for _, s := range t.scenarios() {
+		d, g := t.direct[s], t.gateway[s]
+		if !d.pass() || g.pass() {
+			continue
+		}
+		if g == nil || len(g.findings) == 0 {
+			why = append(why, fmt.Sprintf("- %s: %s", s, g.cell()))
+			continue
+		}
+		for _, f := range g.findings {
+			why = append(why, fmt.Sprintf("- %s: %s", s, strings.ReplaceAll(f, "|", "\\|")))
+		}
+	}
+	if len(why) > 0 {
+		fmt.Fprintf(&b, "\nWhere the gateway does worse, the suite's findings through it:\n\n%s\n", strings.Join(why, "\n"))
+	}
 	return b.String()
 }

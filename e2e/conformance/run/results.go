@@ -17,7 +17,8 @@ type result struct {
 	success, failure, warnings int
 	exitCode                   int // of the suite, where one suite run is one scenario (client); else 0
 	timedOut                   bool
-	unscored                   string // "extension", "pending"... when the suite does not score it
+	unscored                   string   // "extension", "pending"... when the suite does not score it
+	findings                   []string // messages of the FAILURE and WARNING checks
 }
 
 // pass is the suite's own criterion (its expected-failures check): no FAILURE and no WARNING.
@@ -60,8 +61,10 @@ func (r *result) cell() string {
 }
 
 type check struct {
-	ID     string `json:"id"`
-	Status string `json:"status"`
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	Status       string `json:"status"`
+	ErrorMessage string `json:"errorMessage"`
 }
 
 // The suite names a result directory [server-]<scenario>-<ISO time with : and . as ->.
@@ -97,6 +100,9 @@ func readResults(dir, prefix string) (map[string]*result, error) {
 				r.failure++
 			case "WARNING":
 				r.warnings++
+			}
+			if c.Status == "FAILURE" || c.Status == "WARNING" {
+				r.addFinding(c)
 			}
 		}
 		out[name] = r
@@ -150,4 +156,23 @@ func readSummary(logPath string, results map[string]*result) error {
 		}
 	}
 	return sc.Err()
+}
+
+// addFinding keeps a short, single-line message of a failed check (each message once).
+func (r *result) addFinding(c check) {
+	msg := c.ErrorMessage
+	if msg == "" {
+		msg = c.Name
+	}
+	msg = strings.Join(strings.Fields(msg), " ")
+	if len(msg) > 240 {
+		msg = msg[:240] + "…"
+	}
+	msg = c.Status + " " + c.ID + ": " + msg
+	for _, f := range r.findings {
+		if f == msg {
+			return
+		}
+	}
+	r.findings = append(r.findings, msg)
 }
