@@ -69,7 +69,7 @@ func main() {
 	flag.StringVar(&c.bin, "bin", "bin", "directory holding mcp-gateway, everything-server, everything-client and conformance-client")
 	flag.StringVar(&c.out, "out", "e2e/conformance/results", "output directory (emptied first)")
 	flag.StringVar(&c.dir, "dir", "e2e/conformance", "directory of package.json, node_modules and the expected-failures files")
-	flag.DurationVar(&c.stepTimeout, "step-timeout", 5*time.Minute, "limit of one run of the suite")
+	flag.DurationVar(&c.stepTimeout, "step-timeout", 3*time.Minute, "limit of one run of the suite")
 	flag.StringVar(&only, "only", "", "comma-separated subset of runs: stable, 2026-07-28, client")
 	flag.Parse()
 	for _, p := range []*string{&c.bin, &c.out, &c.dir} {
@@ -298,6 +298,11 @@ func (c *config) serverRun(r serverRun) (*table, error) {
 		t.gateway, err = c.serverSuite(r, "http://"+addr+"/mcp", filepath.Join(raw, "gateway"))
 	}
 	gw.stop(15 * time.Second)
+	if err != nil && t.gateway != nil {
+		// The suite hung through the gateway: what it got to counts, the rest has no result.
+		t.incomplete = "through the gateway: " + err.Error()
+		err = nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("through the gateway: %w (see %s)", err, rel(c.out, filepath.Join(raw, "mcp-gateway.log")))
 	}
@@ -458,7 +463,8 @@ type table struct {
 	direct, gateway map[string]*result
 	expected        []string // scenarios the gateway is expected to fail
 	file            string
-	scored          bool // the run's suite reports unscored scenarios
+	scored          bool   // the run's suite reports unscored scenarios
+	incomplete      string // why a run of the suite did not finish
 }
 
 func (t *table) scenarios() []string {
@@ -514,6 +520,9 @@ func (t *table) note(name string) (note string, bad bool) {
 
 func (t *table) problems() []string {
 	var out []string
+	if t.incomplete != "" {
+		out = append(out, t.incomplete)
+	}
 	for _, n := range t.scenarios() {
 		if note, bad := t.note(n); bad {
 			out = append(out, fmt.Sprintf("%s: %s (direct %s, gateway %s)", n, note, t.direct[n].cell(), t.gateway[n].cell()))
@@ -530,6 +539,9 @@ func (t *table) problems() []string {
 func (t *table) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n### %s\n\n", t.title)
+	if t.incomplete != "" {
+		fmt.Fprintf(&b, "Incomplete, %s.\n\n", t.incomplete)
+	}
 	fmt.Fprintf(&b, "| Scenario | %s | %s | Note |\n|---|---|---|---|\n", t.columns[0], t.columns[1])
 	var dn, gn, n int
 	for _, s := range t.scenarios() {
