@@ -57,8 +57,9 @@ func (f *features) get() *featureIndex {
 
 // syncFeatures brings the MCP server's resources, templates and prompts in step with the
 // upstreams' (which notifies downstream sessions of changed lists). Called with syncMu held. It
-// returns the fatal problems: two servers' prompts with the same bare name.
-func (g *Gateway) syncFeatures(cfg *config.Config) []Problem {
+// returns the fatal problems: two servers' prompts with the same bare name. The offers of server
+// "force" are registered again even when unchanged.
+func (g *Gateway) syncFeatures(cfg *config.Config, force string) []Problem {
 	prev := g.features.get()
 	next := newFeatureIndex()
 	var problems []Problem
@@ -124,7 +125,7 @@ func (g *Gateway) syncFeatures(cfg *config.Config) []Problem {
 	for uri, r := range wantResources {
 		def := featureDef(r)
 		next.servedResources[uri] = def
-		if prev.servedResources[uri] != def || prev.resources[uri] != next.resources[uri] {
+		if prev.servedResources[uri] != def || prev.resources[uri] != next.resources[uri] || forced(force, next.resources[uri]) {
 			if err := sdkAdd(func() { g.server.AddResource(r, g.readFrom(next.resources[uri])) }); err != nil {
 				problems = append(problems, Problem{Server: next.resources[uri], Msg: fmt.Sprintf("resource %s left out: %v", uri, err)})
 				delete(next.servedResources, uri)
@@ -134,7 +135,7 @@ func (g *Gateway) syncFeatures(cfg *config.Config) []Problem {
 	for tmpl, t := range wantTemplates {
 		def := featureDef(t)
 		next.servedTemplates[tmpl] = def
-		if prev.servedTemplates[tmpl] != def || prev.templates[tmpl] != next.templates[tmpl] {
+		if prev.servedTemplates[tmpl] != def || prev.templates[tmpl] != next.templates[tmpl] || forced(force, next.templates[tmpl]) {
 			if err := sdkAdd(func() { g.server.AddResourceTemplate(t, g.readFrom(next.templates[tmpl])) }); err != nil {
 				problems = append(problems, Problem{Server: next.templates[tmpl], Msg: fmt.Sprintf("resource template %s left out: %v", tmpl, err)})
 				delete(next.servedTemplates, tmpl)
@@ -144,7 +145,7 @@ func (g *Gateway) syncFeatures(cfg *config.Config) []Problem {
 	for name, p := range wantPrompts {
 		def := featureDef(p)
 		next.servedPrompts[name] = def
-		if prev.servedPrompts[name] != def || prev.prompts[name] != next.prompts[name] {
+		if prev.servedPrompts[name] != def || prev.prompts[name] != next.prompts[name] || forced(force, next.prompts[name].server) {
 			if err := sdkAdd(func() { g.server.AddPrompt(p, g.getPrompt(next.prompts[name])) }); err != nil {
 				problems = append(problems, Problem{Server: next.prompts[name].server, Tool: next.prompts[name].name, Msg: fmt.Sprintf("prompt %s left out: %v", name, err)})
 				delete(next.servedPrompts, name)
@@ -165,6 +166,8 @@ func (g *Gateway) syncFeatures(cfg *config.Config) []Problem {
 	g.features.mu.Unlock()
 	return problems
 }
+
+func forced(force, server string) bool { return force != "" && force == server }
 
 func featureDef(v any) string {
 	b, _ := json.Marshal(v)

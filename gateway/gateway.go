@@ -128,8 +128,9 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 
 	upOpts := upstream.Options{
 		Logger:            logger,
-		OnToolsChanged:    func(string) { g.refresh() },
+		OnToolsChanged:    func(server string) { g.refreshFrom(server) },
 		OnResourceUpdated: g.resourceUpdated,
+		Version:           Version,
 	}
 	var lockouts *governor.Lockouts
 	if opts.Store != nil {
@@ -362,7 +363,12 @@ func (g *Gateway) unlistedCalls(next mcp.MethodHandler) mcp.MethodHandler {
 // refresh rebuilds the catalog from the upstreams' current tool lists and brings the MCP
 // server's tool list in step, which notifies downstream sessions. It returns the fatal problems
 // (bare-name collisions); the colliding tool is left out until they are fixed.
-func (g *Gateway) refresh() []Problem {
+func (g *Gateway) refresh() []Problem { return g.refreshFrom("") }
+
+// refreshFrom is refresh after server (re)listed what it offers: its tools, resources and
+// prompts are registered again even if unchanged, so that downstream sessions get the
+// list_changed the server sent, as they would from the server directly.
+func (g *Gateway) refreshFrom(server string) []Problem {
 	g.syncMu.Lock()
 	defer g.syncMu.Unlock()
 	cfg := g.config()
@@ -394,8 +400,8 @@ func (g *Gateway) refresh() []Problem {
 		}
 	}
 	g.catalog.Store(cat)
-	g.syncServer(cat)
-	for _, p := range g.syncFeatures(cfg) {
+	g.syncServer(cat, server)
+	for _, p := range g.syncFeatures(cfg, server) {
 		g.log.Error("catalog problem", "server", p.Server, "prompt", p.Tool, "reason", p.Msg)
 		if p.Fatal {
 			fatal = append(fatal, p)
@@ -404,8 +410,9 @@ func (g *Gateway) refresh() []Problem {
 	return fatal
 }
 
-// syncServer registers added and changed tools with the MCP server and removes gone ones.
-func (g *Gateway) syncServer(cat *Catalog) {
+// syncServer registers added and changed tools with the MCP server and removes gone ones; the
+// tools of server "force" are registered again even when unchanged.
+func (g *Gateway) syncServer(cat *Catalog, force string) {
 	keep := make(map[string]bool, len(cat.listed))
 	for _, t := range cat.listed {
 		keep[t.Public] = true
@@ -413,7 +420,7 @@ func (g *Gateway) syncServer(cat *Catalog) {
 		if err != nil {
 			continue
 		}
-		if prev, ok := g.served[t.Public]; ok && string(prev) == string(def) {
+		if prev, ok := g.served[t.Public]; ok && string(prev) == string(def) && (force == "" || t.Server != force) {
 			continue
 		}
 		if err := addTool(g.server, t.Definition, g.handleCall); err != nil {

@@ -96,6 +96,7 @@ func (u *Upstream) Call(ctx context.Context, name string, args json.RawMessage, 
 		}
 		res, err := s.cs.CallTool(ctx, params)
 		if err == nil {
+			s.notes.catchUp(ctx) // its log and progress messages go out before its result
 			return res, nil
 		}
 		if notSent(err) {

@@ -7,7 +7,9 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -71,28 +73,47 @@ const metaKeyLogLevel = "io.modelcontextprotocol/logLevel"
 // The server does not say which of its requests in flight one belongs to, so it is attributed
 // only when every request in flight comes from the same downstream session; otherwise it is
 // refused, never guessed.
+//
+// The SDK completes a call as soon as its response is read, but hands notifications read just
+// before it to their handler a moment later. Over stdio the gateway waits for them before the
+// call returns (order.go); over HTTP it cannot, so there, for log messages, a request counts as
+// in flight for linger after it ended.
 type origins struct {
-	mu   sync.Mutex
-	next uint64
-	live map[uint64]*Origin
+	mu     sync.Mutex
+	next   uint64
+	live   map[uint64]*entry
+	linger time.Duration
 }
 
-// add records a request in flight; the returned function removes it.
+type entry struct {
+	o     *Origin
+	ended time.Time // zero while in flight
+}
+
+// logLinger is how long after its end a request to an HTTP server still takes the log
+// messages of its server.
+const logLinger = time.Second
+
+// add records a request in flight; the returned function records its end.
 func (r *origins) add(o *Origin) func() {
 	if o == nil {
 		o = &Origin{} // in flight all the same: it makes attribution ambiguous
 	}
 	r.mu.Lock()
 	if r.live == nil {
-		r.live = make(map[uint64]*Origin)
+		r.live = make(map[uint64]*entry)
 	}
 	r.next++
 	id := r.next
-	r.live[id] = o
+	r.live[id] = &entry{o: o}
 	r.mu.Unlock()
 	return func() {
 		r.mu.Lock()
-		delete(r.live, id)
+		if r.linger <= 0 {
+			delete(r.live, id)
+		} else if e := r.live[id]; e != nil {
+			e.ended = time.Now()
+		}
 		r.mu.Unlock()
 	}
 }
@@ -102,50 +123,68 @@ var (
 	errNoSession         = errors.New("the request in flight on this server comes from the gateway's built-in agent, which cannot answer it")
 )
 
-// attribute returns the origin a message the server sends now belongs to: the most recent
-// request in flight when all of them come from one downstream session.
-func (r *origins) attribute() (*Origin, error) {
+// attribute returns the origin a request the server sends now belongs to: the most recent
+// request in flight when all of them come from one downstream session. For a log message
+// (forLog), requests that ended within the linger count too; the origin returned is then marked
+// ended when its request is.
+func (r *origins) attribute(forLog bool) (o *Origin, ended bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	now := time.Now()
 	var last uint64
-	var found *Origin
+	var found *entry
 	sessions := map[*mcp.ServerSession]bool{}
-	for id, o := range r.live {
-		sessions[o.Session] = true
+	for id, e := range r.live {
+		if !e.ended.IsZero() {
+			if now.Sub(e.ended) > r.linger {
+				delete(r.live, id)
+				continue
+			}
+			if !forLog {
+				continue
+			}
+		}
+		sessions[e.o.Session] = true
 		if id > last {
-			last, found = id, o
+			last, found = id, e
 		}
 	}
 	switch {
 	case len(sessions) == 0:
-		return nil, errNoRequestInFlight
+		return nil, false, errNoRequestInFlight
 	case len(sessions) > 1:
-		return nil, fmt.Errorf("requests of %d different clients of the gateway are in flight on this server, and the server did not say which one this belongs to; the gateway does not guess", len(sessions))
-	case found.Session == nil:
-		return nil, errNoSession
+		return nil, false, fmt.Errorf("requests of %d different clients of the gateway are in flight on this server, and the server did not say which one this belongs to; the gateway does not guess", len(sessions))
+	case found.o.Session == nil:
+		return nil, false, errNoSession
 	}
-	return found, nil
+	return found.o, !found.ended.IsZero(), nil
 }
 
 // forwardError is the error an upstream gets back for a request the gateway could not pass on
-// to a downstream client.
+// to a downstream client. Always an internal error with the reason: "method not found", what
+// a client without the capability would answer itself, makes SDKs replace the message with
+// their own, and the reason is what the person reading the server's log needs.
 func (u *Upstream) forwardError(method string, err error) error {
 	u.log.Warn("request from the server not passed on", "method", method, "reason", err.Error())
-	return fmt.Errorf("mcp-gateway could not pass %s from server %q on to a client: %w", method, u.cfg.Name, err)
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcp-gateway could not pass %s from server %q on to a client: %v", method, u.cfg.Name, err)}
+}
+
+func notDeclared(what string) error {
+	return fmt.Errorf("the client did not declare %s", what)
 }
 
 func (u *Upstream) handleCreateMessage(_ context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
 	const method = "sampling/createMessage"
-	o, err := u.origins.attribute()
+	o, _, err := u.origins.attribute(false)
 	if err != nil {
 		return nil, u.forwardError(method, err)
 	}
 	if caps := o.Capabilities; caps != nil {
 		if caps.Sampling == nil {
-			return nil, u.forwardError(method, errors.New("the client did not declare the sampling capability"))
+			return nil, u.forwardError(method, notDeclared("the sampling capability"))
 		}
 		if len(req.Params.Tools) > 0 && caps.Sampling.Tools == nil {
-			return nil, u.forwardError(method, errors.New("the request offers tools and the client did not declare sampling with tools"))
+			return nil, u.forwardError(method, notDeclared("sampling with tools, and the request offers tools"))
 		}
 	}
 	res, err := o.Session.CreateMessageWithTools(o.Ctx, req.Params)
@@ -157,16 +196,16 @@ func (u *Upstream) handleCreateMessage(_ context.Context, req *mcp.CreateMessage
 
 func (u *Upstream) handleElicit(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 	const method = "elicitation/create"
-	o, err := u.origins.attribute()
+	o, _, err := u.origins.attribute(false)
 	if err != nil {
 		return nil, u.forwardError(method, err)
 	}
 	if caps := o.Capabilities; caps != nil {
 		if caps.Elicitation == nil {
-			return nil, u.forwardError(method, errors.New("the client did not declare the elicitation capability"))
+			return nil, u.forwardError(method, notDeclared("the elicitation capability"))
 		}
 		if req.Params.Mode == "url" && caps.Elicitation.URL == nil {
-			return nil, u.forwardError(method, errors.New("the request is a URL elicitation and the client did not declare URL elicitation"))
+			return nil, u.forwardError(method, notDeclared("URL elicitation, and the request is one"))
 		}
 	}
 	if id := req.Params.ElicitationID; id != "" {
@@ -196,10 +235,16 @@ func (u *Upstream) handleElicitationComplete(ctx context.Context, req *mcp.Elici
 // cannot be attributed goes to the gateway's own log.
 func (u *Upstream) handleLog(_ context.Context, req *mcp.LoggingMessageRequest) {
 	p := req.Params
-	o, err := u.origins.attribute()
+	o, ended, err := u.origins.attribute(true)
 	if err == nil {
-		// The session's own logging/setLevel filters what it receives.
-		if err = o.Session.Log(o.Ctx, p); err == nil {
+		// The request's level (MCP 2026-07-28), or else the session's own logging/setLevel,
+		// filters what the client receives.
+		err = o.Session.Log(context.WithoutCancel(o.Ctx), p)
+		if err != nil && ended {
+			// The request's stream (streamable HTTP) closed with its response: the session's.
+			err = o.Session.Log(context.Background(), p)
+		}
+		if err == nil {
 			return
 		}
 	}
@@ -312,8 +357,13 @@ func forward[R any](ctx context.Context, u *Upstream, method string, send func(*
 	if err != nil {
 		return zero, err
 	}
-	defer u.origins.add(OriginOf(ctx))()
+	if o := OriginOf(ctx); o != nil {
+		// Without an origin it is the gateway's own request (logging/setLevel, a renewed
+		// subscription): nothing the server sends for it goes to a client.
+		defer u.origins.add(o)()
+	}
 	res, err := send(s.cs)
+	s.notes.catchUp(ctx)
 	if err != nil {
 		if notSent(err) || (transportFailed(err) && ctx.Err() == nil) {
 			u.connectionFailed(s, err)

@@ -6,7 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"log/slog"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-gateway/mcp-gateway/config"
 )
 
 func TestOriginsAttribution(t *testing.T) {
@@ -30,7 +35,7 @@ func TestOriginsAttribution(t *testing.T) {
 			for _, o := range tt.live {
 				r.add(o)
 			}
-			got, err := r.attribute()
+			got, _, err := r.attribute(false)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("attribute() error = %v, want one containing %q", err, tt.wantErr)
@@ -49,20 +54,70 @@ func TestOriginsAttribution(t *testing.T) {
 
 func TestOriginsRemove(t *testing.T) {
 	a, b := &mcp.ServerSession{}, &mcp.ServerSession{}
-	var r origins
+	r := origins{linger: logLinger}
 	doneA := r.add(&Origin{Session: a})
 	doneB := r.add(&Origin{Session: b})
-	if _, err := r.attribute(); err == nil {
+	if _, _, err := r.attribute(false); err == nil {
 		t.Fatal("two sessions in flight were attributed")
 	}
 	doneA()
-	o, err := r.attribute()
+	o, _, err := r.attribute(false)
 	if err != nil || o.Session != b {
 		t.Fatalf("after the first request ended: attribute() = %v, %v; want session b", o, err)
 	}
+	// A log message read just before a's response may reach its handler after it: a's request
+	// still counts for log messages, so with b in flight the message is ambiguous.
+	if _, _, err := r.attribute(true); err == nil {
+		t.Fatal("a log message was attributed while a request of a just ended and one of b is in flight")
+	}
 	doneB()
-	if _, err := r.attribute(); !errors.Is(err, errNoRequestInFlight) {
+	if _, _, err := r.attribute(false); !errors.Is(err, errNoRequestInFlight) {
 		t.Fatalf("with nothing in flight: error = %v, want errNoRequestInFlight", err)
+	}
+}
+
+func TestOriginsLogLinger(t *testing.T) {
+	a := &mcp.ServerSession{}
+	r := origins{linger: logLinger}
+	r.add(&Origin{Session: a})()
+	o, ended, err := r.attribute(true)
+	if err != nil || o.Session != a || !ended {
+		t.Fatalf("log right after the request ended: %v %v %v; want session a, ended", o, ended, err)
+	}
+	if _, _, err := r.attribute(false); !errors.Is(err, errNoRequestInFlight) {
+		t.Fatalf("a request right after the request ended: %v; want errNoRequestInFlight", err)
+	}
+	r.mu.Lock()
+	for _, e := range r.live {
+		e.ended = e.ended.Add(-2 * logLinger)
+	}
+	r.mu.Unlock()
+	if _, _, err := r.attribute(true); !errors.Is(err, errNoRequestInFlight) {
+		t.Fatalf("log long after the request ended: %v; want errNoRequestInFlight", err)
+	}
+	if len(r.live) != 0 {
+		t.Errorf("%d ended requests kept past the linger", len(r.live))
+	}
+	// Without a linger (stdio, where the gateway waits for the notifications before the call
+	// returns) an ended request is gone at once.
+	var ordered origins
+	ordered.add(&Origin{Session: a})()
+	if _, _, err := ordered.attribute(true); !errors.Is(err, errNoRequestInFlight) {
+		t.Errorf("log after a stdio request ended: %v; want errNoRequestInFlight", err)
+	}
+}
+
+func TestForwardErrorCodes(t *testing.T) {
+	u := newUpstream(config.Server{Name: "s"}, Options{Logger: slog.New(slog.DiscardHandler)})
+	var rpcErr *jsonrpc.Error
+	err := u.forwardError("sampling/createMessage", notDeclared("the sampling capability"))
+	if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInternalError ||
+		rpcErr.Message != `mcp-gateway could not pass sampling/createMessage from server "s" on to a client: the client did not declare the sampling capability` {
+		t.Errorf("not declared: %#v", err)
+	}
+	err = u.forwardError("elicitation/create", errNoRequestInFlight)
+	if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInternalError {
+		t.Errorf("no request in flight: %#v", err)
 	}
 }
 

@@ -32,6 +32,8 @@ type Options struct {
 	// called before the server becomes Ready. Calls for one server never overlap. It must
 	// return promptly and must not call Restart or Close.
 	OnToolsChanged func(server string)
+	// Version is the gateway's version, announced to servers with its name.
+	Version string
 	// OnResourceUpdated, if set, receives the server's notifications/resources/updated.
 	OnResourceUpdated func(server string, p *mcp.ResourceUpdatedNotificationParams)
 	// OnStateChange, if set, is called after a server's state changed. Calls for one server

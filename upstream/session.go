@@ -29,6 +29,7 @@ type session struct {
 	// release frees what dial acquired besides the child (idle HTTP connections); may be nil.
 	release func()
 	relist  chan struct{} // tools/list_changed arrived; capacity 1 coalesces bursts
+	notes   notes         // log and progress notifications of a stdio server, read and handled (order.go)
 	// relistFeatures: resources or prompts list_changed arrived; capacity 1 coalesces bursts.
 	relistFeatures chan struct{}
 	wg             sync.WaitGroup // the session's goroutines
@@ -48,12 +49,17 @@ func (s *session) settle() {
 // sees the optional interfaces it implements.
 type connTransport struct {
 	mcp.Transport
-	conn mcp.Connection
+	conn  mcp.Connection
+	notes *notes // for a stdio server: count its notifications (order.go)
 }
 
 func (t *connTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	c, err := t.Transport.Connect(ctx)
 	t.conn = c
+	if err == nil && t.notes != nil {
+		// A stdio connection implements nothing beyond Connection that a client uses.
+		return &orderedConn{Connection: c, notes: t.notes}, nil
+	}
 	return c, err
 }
 
@@ -74,7 +80,11 @@ func (u *Upstream) connect(ctx context.Context) (*session, []*mcp.Tool, Features
 		default: // a re-list is already due
 		}
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: clientName}, &mcp.ClientOptions{
+	version := u.opts.Version
+	if version == "" {
+		version = "dev"
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: clientName, Version: version}, &mcp.ClientOptions{
 		Logger: u.log,
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			select {
@@ -83,6 +93,7 @@ func (u *Upstream) connect(ctx context.Context) (*session, []*mcp.Tool, Features
 			}
 		},
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			defer s.notes.handledOne()
 			u.progress.deliver(req.Params)
 		},
 		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { relistFeatures() },
@@ -97,7 +108,10 @@ func (u *Upstream) connect(ctx context.Context) (*session, []*mcp.Tool, Features
 		CreateMessageWithToolsHandler: u.handleCreateMessage,
 		ElicitationHandler:            u.handleElicit,
 		ElicitationCompleteHandler:    u.handleElicitationComplete,
-		LoggingMessageHandler:         u.handleLog,
+		LoggingMessageHandler: func(ctx context.Context, req *mcp.LoggingMessageRequest) {
+			defer s.notes.handledOne()
+			u.handleLog(ctx, req)
+		},
 		// Input requests in results (MCP 2026-07-28) are passed to the downstream client as
 		// they are, with the request state, and its answers passed back: the gateway does not
 		// answer them itself.
@@ -107,6 +121,9 @@ func (u *Upstream) connect(ctx context.Context) (*session, []*mcp.Tool, Features
 	startCtx, cancel := context.WithTimeout(s.ctx, timeout)
 	defer cancel()
 	ct := &connTransport{Transport: t}
+	if s.proc != nil {
+		ct.notes = &s.notes
+	}
 	cs, err := client.Connect(startCtx, ct, &mcp.ClientSessionOptions{ProtocolVersion: u.cfg.ProtocolVersion})
 	s.conn = ct.conn
 	var tools []*mcp.Tool

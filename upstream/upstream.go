@@ -111,6 +111,7 @@ func newUpstream(cfg config.Server, opts Options) *Upstream {
 	case cfg.URL != "":
 		u.httpTransport = http.DefaultTransport.(*http.Transport).Clone()
 		u.dial = u.dialHTTP
+		u.origins.linger = logLinger
 	case cfg.Command != "":
 		u.dial = u.dialStdio
 	default:

@@ -34,6 +34,11 @@ type serverRun struct {
 	suiteArgs  []string // after `server --url URL`
 	directArgs []string // of everything-server besides -http
 	httpMode   string   // gateway.http_mode
+	// protocol is servers[].protocol_version of the everything-server behind the gateway: the
+	// revision the suite's client speaks. The gateway's upstream session is shared by all its
+	// clients, so it speaks one revision to it; the Go SDK refuses server-initiated sampling and
+	// elicitation on a 2026-07-28 session, and the everything-server's 2025-11-25 tools use them.
+	protocol string
 }
 
 var serverRuns = []serverRun{
@@ -43,6 +48,7 @@ var serverRuns = []serverRun{
 		pkg:        "conformance-stable",
 		directArgs: []string{"-stateless=false"},
 		httpMode:   "stateful",
+		protocol:   "2025-11-25",
 	},
 	{
 		name:      "2026-07-28",
@@ -285,7 +291,7 @@ func (c *config) serverRun(r serverRun) (*table, error) {
 	}
 	defer os.RemoveAll(tmp)
 	cfg := filepath.Join(tmp, "gateway.yaml")
-	if err := os.WriteFile(cfg, []byte(gatewayConfig(addr, tmp, r.httpMode, filepath.Join(c.bin, "everything-server"))), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(gatewayConfig(addr, tmp, r.httpMode, r.protocol, filepath.Join(c.bin, "everything-server"))), 0o600); err != nil {
 		return nil, err
 	}
 	gw, err := start("mcp-gateway", filepath.Join(raw, "mcp-gateway.log"), nil,
@@ -309,8 +315,8 @@ func (c *config) serverRun(r serverRun) (*table, error) {
 	return t, nil
 }
 
-func gatewayConfig(listen, dir, httpMode, everything string) string {
-	return fmt.Sprintf(`gateway:
+func gatewayConfig(listen, dir, httpMode, protocol, everything string) string {
+	cfg := fmt.Sprintf(`gateway:
   listen: %s
   state_dir: %s
   tool_names: bare
@@ -320,6 +326,10 @@ servers:
     command: %s
     contract: passthrough
 `, listen, strconv.Quote(filepath.Join(dir, "state")), httpMode, strconv.Quote(everything))
+	if protocol != "" {
+		cfg += fmt.Sprintf("    protocol_version: %q\n", protocol)
+	}
+	return cfg
 }
 
 // serverSuite runs the suite's server scenarios against url, results to outDir.
