@@ -176,19 +176,9 @@ func TestFeatures(t *testing.T) {
 			t.Run("prompts", func(t *testing.T) { checkPrompts(t, cs, direct) })
 			t.Run("completions", func(t *testing.T) { checkCompletions(t, cs, direct) })
 			t.Run("sampling", func(t *testing.T) {
-				if tr.newProtocol {
-					t.Skip("gateway bug: at MCP 2026-07-28 the SDK refuses ServerSession.CreateMessageWithTools " +
-						"(server-initiated requests are forbidden; SEP-2322 wants InputRequests in the result), " +
-						"so upstream/forward.go handleCreateMessage fails and the tool returns an error")
-				}
 				checkSampling(t, cs, fc)
 			})
 			t.Run("elicitation", func(t *testing.T) {
-				if tr.newProtocol {
-					t.Skip("gateway bug: at MCP 2026-07-28 the SDK refuses ServerSession.Elicit " +
-						"(server-initiated requests are forbidden; SEP-2322 wants InputRequests in the result), " +
-						"so upstream/forward.go handleElicit fails and the tool returns an error")
-				}
 				checkElicitation(t, cs, fc)
 			})
 			t.Run("logging", func(t *testing.T) { checkLogging(t, cs, fc, tr.newProtocol) })

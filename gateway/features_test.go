@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
 // featureServerEnv makes the test binary run as a stdio MCP server named after the variable's
@@ -98,13 +99,18 @@ func featureServer(name string) string {
 // feature servers sample the legacy way.
 func connectClient(t *testing.T, f *reloadFixture, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
+	return connectClientAt(t, f, opts, "2025-11-25")
+}
+
+func connectClientAt(t *testing.T, f *reloadFixture, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	clientT, serverT := mcp.NewInMemoryTransports()
 	if _, err := f.g.MCPServer().Connect(ctx, serverT, nil); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "client", Version: "1"}, opts).Connect(ctx, clientT, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "client", Version: "1"}, opts).Connect(ctx, clientT, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,5 +245,122 @@ func TestBarePromptCollision(t *testing.T) {
 	err = g.Start(ctx)
 	if err == nil || !strings.Contains(err.Error(), `prompt "greet" is offered by servers "a" and "b"`) {
 		t.Fatalf("Start = %v, want the prompt collision", err)
+	}
+}
+
+// A client of MCP 2026-07-28 cannot be sent requests outside a result: an older upstream's
+// sampling request reaches it as an input request in an "input required" result, and its retry
+// with the answer completes the call (the SDK's client does both rounds by itself).
+func TestSamplingForA20260728Client(t *testing.T) {
+	f := startFixture(t, withServers(allowAll, featureServer("a")))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	cs := connectClientAt(t, f, sampler("modern"), "2026-07-28")
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "a__ask_a"})
+	if err != nil || res.IsError || textOf(t, res.Content) != "sampled: modern (to question from a)" {
+		t.Fatalf("sampling for a 2026-07-28 client: %v %+v", err, res)
+	}
+
+	// Without the multi-round-trip middleware the client sees the rounds.
+	raw := connectClientAt(t, f, &mcp.ClientOptions{
+		CreateMessageHandler: sampler("x").CreateMessageHandler,
+		MultiRoundTrip:       &mcp.MultiRoundTripOptions{Disabled: true},
+	}, "2026-07-28")
+	first, err := raw.CallTool(ctx, &mcp.CallToolParams{Name: "a__ask_a"})
+	if err != nil || len(first.InputRequests) != 1 || !strings.HasPrefix(first.RequestState, continuationPrefix) {
+		t.Fatalf("first round: %v %+v, want one input request and the gateway's request state", err, first)
+	}
+	var id string
+	var asked *mcp.CreateMessageWithToolsParams
+	for k, v := range first.InputRequests {
+		id = k
+		asked, _ = v.(*mcp.CreateMessageWithToolsParams)
+	}
+	if asked == nil || len(asked.Messages) != 1 {
+		t.Fatalf("input request %s: %#v, want the upstream's sampling request", id, first.InputRequests[id])
+	}
+
+	// A request state the gateway does not know, and one sent with another tool, are refused.
+	if _, err := raw.CallTool(ctx, &mcp.CallToolParams{Name: "a__ask_a", RequestState: continuationPrefix + "nope"}); err == nil || !strings.Contains(err.Error(), "names no call waiting for input") {
+		t.Errorf("unknown request state: %v", err)
+	}
+	if _, err := raw.CallTool(ctx, &mcp.CallToolParams{Name: "a__ask_together_a", RequestState: first.RequestState}); err == nil || !strings.Contains(err.Error(), "belongs to another call") {
+		t.Errorf("request state with another tool: %v", err)
+	}
+
+	answer := &mcp.CreateMessageWithToolsResult{Role: "assistant", Model: "m", Content: []mcp.Content{&mcp.TextContent{Text: "by hand"}}}
+	second, err := raw.CallTool(ctx, &mcp.CallToolParams{Name: "a__ask_a", RequestState: first.RequestState, InputResponses: mcp.InputResponseMap{id: answer}})
+	if err != nil || second.IsError || textOf(t, second.Content) != "sampled: by hand" || second.InputRequests != nil {
+		t.Fatalf("second round: %v %+v", err, second)
+	}
+	// The request state is spent.
+	if _, err := raw.CallTool(ctx, &mcp.CallToolParams{Name: "a__ask_a", RequestState: first.RequestState, InputResponses: mcp.InputResponseMap{id: answer}}); err == nil {
+		t.Error("a spent request state was accepted")
+	}
+
+	// One audit record per call, not per round.
+	if err := f.st.Audit().Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	if err := f.st.AuditScan(store.AuditFilter{Type: store.RecordCall}, func(r store.Record) bool {
+		if r.Tool == "a__ask_a" {
+			calls++
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 2 {
+		t.Errorf("%d audit records of a__ask_a, want 2 (one per call)", calls)
+	}
+
+	plain := connectClientAt(t, f, nil, "2026-07-28")
+	res, err = plain.CallTool(ctx, &mcp.CallToolParams{Name: "a__ask_a"})
+	if err != nil || !res.IsError || !strings.Contains(textOf(t, res.Content), "did not declare the sampling capability") {
+		t.Fatalf("sampling for a 2026-07-28 client without the capability: %v %+v", err, res)
+	}
+}
+
+// A client that does not come back with its answers: the upstream's request is refused after
+// the wait and the call ends as the upstream decides.
+func TestSuspendedCallExpires(t *testing.T) {
+	defer func(d time.Duration) { inputWait = d }(inputWait)
+	inputWait = 300 * time.Millisecond
+	f := startFixture(t, withServers(allowAll, featureServer("a")))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	raw := connectClientAt(t, f, &mcp.ClientOptions{
+		CreateMessageHandler: sampler("x").CreateMessageHandler,
+		MultiRoundTrip:       &mcp.MultiRoundTripOptions{Disabled: true},
+	}, "2026-07-28")
+	first, err := raw.CallTool(ctx, &mcp.CallToolParams{Name: "a__ask_a"})
+	if err != nil || len(first.InputRequests) != 1 {
+		t.Fatalf("first round: %v %+v", err, first)
+	}
+	time.Sleep(3 * inputWait)
+	_, err = raw.CallTool(ctx, &mcp.CallToolParams{Name: "a__ask_a", RequestState: first.RequestState})
+	if err == nil || !strings.Contains(err.Error(), "names no call waiting for input") {
+		t.Fatalf("late answer: %v, want the request state refused", err)
+	}
+	// The upstream got the refusal: its call ended with it.
+	if err := f.st.Audit().Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var outcome string
+	deadline := time.Now().Add(5 * time.Second)
+	for outcome == "" && time.Now().Before(deadline) {
+		_ = f.st.AuditScan(store.AuditFilter{Type: store.RecordCall}, func(r store.Record) bool {
+			if r.Tool == "a__ask_a" {
+				outcome = r.Outcome
+			}
+			return true
+		})
+		time.Sleep(50 * time.Millisecond)
+		_ = f.st.Audit().Flush(ctx)
+	}
+	if outcome != "tool_failure" {
+		t.Errorf("the expired call's audit outcome is %q, want tool_failure (the upstream's sampling was refused)", outcome)
 	}
 }

@@ -73,6 +73,7 @@ type Gateway struct {
 	server       *mcp.Server
 	builtin      builtins      // the tools registered with RegisterTool (builtin.go)
 	features     features      // resources, templates and prompts served (features.go)
+	conts        continuations // calls waiting for a client's input (suspend.go)
 	subs         subscriptions // downstream resource subscriptions
 
 	syncMu sync.Mutex                 // serialises catalog rebuilds and the server's tool list
@@ -294,6 +295,9 @@ func (g *Gateway) Call(ctx context.Context, c *governor.Call) *governor.Outcome 
 // handleCall serves tools/call for every name, listed or not.
 func (g *Gateway) handleCall(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	principal, roles := callerOf(req)
+	if strings.HasPrefix(req.Params.RequestState, continuationPrefix) {
+		return g.resume(ctx, req, principal) // the answers to a suspended call's input requests
+	}
 	c := &governor.Call{
 		Name:      req.Params.Name,
 		Args:      req.Params.Arguments,
@@ -320,6 +324,9 @@ func (g *Gateway) handleCall(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	// session; a multi-round-trip continuation is passed on.
 	o := g.origin(ctx, req)
 	o.InputResponses, o.RequestState = req.Params.InputResponses, req.Params.RequestState
+	if asksInResults(req) {
+		return g.callSuspendable(ctx, c, o)
+	}
 	ctx = upstream.WithOrigin(ctx, o)
 	out := g.Call(ctx, c)
 	if out.RPCError != nil {

@@ -29,6 +29,12 @@ type Origin struct {
 	Capabilities *mcp.ClientCapabilities
 	// LogLevel is the least severe level of log messages the client wants; "" for none.
 	LogLevel mcp.LoggingLevel
+	// Ask, when set, takes the requests the server sends for this request instead of Session:
+	// a client of MCP 2026-07-28 cannot be sent requests outside a result, so the gateway
+	// hands them to it as input requests in one (gateway/suspend.go). It returns the client's
+	// answer: an *mcp.CreateMessageWithToolsResult for sampling, an *mcp.ElicitResult for
+	// elicitation.
+	Ask func(ctx context.Context, req mcp.InputRequest) (mcp.InputResponse, error)
 	// InputResponses and RequestState continue a multi-round-trip request (MCP 2026-07-28):
 	// the answers to an upstream's input requests and the state it asked to get back.
 	InputResponses mcp.InputResponseMap
@@ -173,7 +179,7 @@ func notDeclared(what string) error {
 	return fmt.Errorf("the client did not declare %s", what)
 }
 
-func (u *Upstream) handleCreateMessage(_ context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
+func (u *Upstream) handleCreateMessage(ctx context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
 	const method = "sampling/createMessage"
 	o, _, err := u.origins.attribute(false)
 	if err != nil {
@@ -187,6 +193,17 @@ func (u *Upstream) handleCreateMessage(_ context.Context, req *mcp.CreateMessage
 			return nil, u.forwardError(method, notDeclared("sampling with tools, and the request offers tools"))
 		}
 	}
+	if o.Ask != nil {
+		answer, err := o.Ask(ctx, req.Params)
+		if err != nil {
+			return nil, u.forwardError(method, err)
+		}
+		res, ok := answer.(*mcp.CreateMessageWithToolsResult)
+		if !ok {
+			return nil, u.forwardError(method, fmt.Errorf("the client answered with %T, not a sampling result", answer))
+		}
+		return res, nil
+	}
 	res, err := o.Session.CreateMessageWithTools(o.Ctx, req.Params)
 	if err != nil {
 		return nil, u.forwardError(method, err)
@@ -194,7 +211,7 @@ func (u *Upstream) handleCreateMessage(_ context.Context, req *mcp.CreateMessage
 	return res, nil
 }
 
-func (u *Upstream) handleElicit(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+func (u *Upstream) handleElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 	const method = "elicitation/create"
 	o, _, err := u.origins.attribute(false)
 	if err != nil {
@@ -210,6 +227,17 @@ func (u *Upstream) handleElicit(_ context.Context, req *mcp.ElicitRequest) (*mcp
 	}
 	if id := req.Params.ElicitationID; id != "" {
 		u.elicitations.put(id, o.Session)
+	}
+	if o.Ask != nil {
+		answer, err := o.Ask(ctx, req.Params)
+		if err != nil {
+			return nil, u.forwardError(method, err)
+		}
+		res, ok := answer.(*mcp.ElicitResult)
+		if !ok {
+			return nil, u.forwardError(method, fmt.Errorf("the client answered with %T, not an elicitation result", answer))
+		}
+		return res, nil
 	}
 	res, err := o.Session.Elicit(o.Ctx, req.Params)
 	if err != nil {
