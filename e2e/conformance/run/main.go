@@ -59,9 +59,55 @@ var serverRuns = []serverRun{
 	},
 }
 
-// clientScenarios are the suite's client scenarios that do not need OAuth (see
-// docs/conformance.md for the auth/* ones).
-var clientScenarios = []string{"initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"}
+// clientRun is one table of client scenarios: the suite's scenarios run with the Go SDK's
+// everything-client and with the shim, whose own client speaks protocol to the gateway.
+type clientRun struct {
+	name      string // for -only, the raw directory and the heading
+	pkg       string // npm alias of the suite in package.json
+	title     string // heading of its table, %s the suite's version
+	scenarios []string
+	protocol  string // the shim's -protocol
+	expected  string // NAME of expected-failures-NAME.yml, whose client: list applies
+}
+
+// Non-auth client scenarios only (see docs/conformance.md for the auth/* ones).
+var (
+	stableClientScenarios = []string{"initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"}
+	// What `conformance-next list --client` tags 2026-07-28, but auth/*.
+	nextClientScenarios = []string{"request-metadata", "sep-2322-client-request-state", "http-standard-headers",
+		"http-custom-headers", "http-invalid-tool-headers", "json-schema-ref-no-deref",
+		"json-schema-2020-12-preservation", "tools_call"}
+)
+
+// clientRuns: the shim's own client speaks each revision to the gateway. At 2025-11-25 the
+// gateway passes the test server's requests on as requests, at 2026-07-28 it bridges them into
+// input requests in results.
+var clientRuns = []clientRun{
+	{
+		name:      "client-stable-2025-11-25",
+		pkg:       "conformance-stable",
+		title:     "Client scenarios, suite %s: mcp-gateway as the client (the agent behind it at MCP 2025-11-25)",
+		scenarios: stableClientScenarios,
+		protocol:  "2025-11-25",
+		expected:  "stable",
+	},
+	{
+		name:      "client-stable-2026-07-28",
+		pkg:       "conformance-stable",
+		title:     "Client scenarios, suite %s: mcp-gateway as the client (the agent behind it at MCP 2026-07-28)",
+		scenarios: stableClientScenarios,
+		protocol:  "2026-07-28",
+		expected:  "stable",
+	},
+	{
+		name:      "client-next",
+		pkg:       "conformance-next",
+		title:     "Client scenarios, suite %s, 2026-07-28: mcp-gateway as the client",
+		scenarios: nextClientScenarios,
+		protocol:  "2026-07-28",
+		expected:  "2026-07-28",
+	},
+}
 
 type config struct {
 	bin, out, dir string
@@ -76,7 +122,7 @@ func main() {
 	flag.StringVar(&c.out, "out", "e2e/conformance/results", "output directory (emptied first)")
 	flag.StringVar(&c.dir, "dir", "e2e/conformance", "directory of package.json, node_modules and the expected-failures files")
 	flag.DurationVar(&c.stepTimeout, "step-timeout", 3*time.Minute, "limit of one run of the suite")
-	flag.StringVar(&only, "only", "", "comma-separated subset of runs: stable, 2026-07-28, client")
+	flag.StringVar(&only, "only", "", "comma-separated subset of runs: stable, 2026-07-28, client (all client tables), client-stable-2025-11-25, client-stable-2026-07-28, client-next")
 	flag.Parse()
 	for _, p := range []*string{&c.bin, &c.out, &c.dir} {
 		abs, err := filepath.Abs(*p)
@@ -145,15 +191,18 @@ func (c *config) run() int {
 		md.WriteString(t.markdown())
 		problems = append(problems, t.problems()...)
 	}
-	if c.wants("client") {
-		t, err := c.clientRun()
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("client: %v", err))
-			fmt.Fprintf(&md, "\n### client\n\nDid not complete: %v\n", err)
-		} else {
-			md.WriteString(t.markdown())
-			problems = append(problems, t.problems()...)
+	for _, r := range clientRuns {
+		if !c.wants("client") && !c.wants(r.name) {
+			continue
 		}
+		t, err := c.clientRun(r)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", r.name, err))
+			fmt.Fprintf(&md, "\n### %s\n\nDid not complete: %v\n", r.name, err)
+			continue
+		}
+		md.WriteString(t.markdown())
+		problems = append(problems, t.problems()...)
 	}
 	if err := os.WriteFile(filepath.Join(c.out, "conformance.md"), []byte(md.String()), 0o644); err != nil {
 		fatal(err)
@@ -361,37 +410,37 @@ func (c *config) serverSuite(r serverRun, url, outDir string) (map[string]*resul
 
 // clientRun runs each client scenario with the Go SDK's everything-client, then with the shim
 // that puts mcp-gateway between the suite's test server and a client.
-func (c *config) clientRun() (*table, error) {
-	raw := filepath.Join(c.out, "raw", "client")
-	_, expClient, err := c.expected("stable")
+func (c *config) clientRun(r clientRun) (*table, error) {
+	raw := filepath.Join(c.out, "raw", r.name)
+	_, expClient, err := c.expected(r.expected)
 	if err != nil {
 		return nil, err
 	}
 	t := &table{
-		title:    fmt.Sprintf("Client scenarios, suite %s: mcp-gateway as the client", c.suiteVersion("conformance-stable")),
+		title:    fmt.Sprintf(r.title, c.suiteVersion(r.pkg)),
 		columns:  [2]string{"Go SDK everything-client", "mcp-gateway (via shim)"},
 		expected: expClient,
-		file:     "expected-failures-stable.yml (client:)",
+		file:     "expected-failures-" + r.expected + ".yml (client:)",
 		direct:   map[string]*result{},
 		gateway:  map[string]*result{},
 	}
 	commands := [2]string{
 		filepath.Join(c.bin, "everything-client"),
-		filepath.Join(c.bin, "conformance-client") + " -gateway " + filepath.Join(c.bin, "mcp-gateway"),
+		filepath.Join(c.bin, "conformance-client") + " -protocol " + r.protocol + " -gateway " + filepath.Join(c.bin, "mcp-gateway"),
 	}
 	if strings.ContainsAny(commands[1], "\t\n'\"$`\\") || strings.Contains(c.bin, " ") || strings.Contains(c.out, " ") {
 		return nil, errors.New("the suite splits --command on spaces: the bin and out paths must not hold spaces or quotes")
 	}
-	for _, s := range clientScenarios {
+	for _, s := range r.scenarios {
 		for i, side := range [2]string{"direct", "gateway"} {
 			outDir := filepath.Join(raw, side)
 			logPath := filepath.Join(raw, side+"-"+s+".log")
 			if err := os.MkdirAll(outDir, 0o755); err != nil {
 				return nil, err
 			}
-			argv, env := c.suite("conformance-stable", "client", "--command", commands[i], "--scenario", s,
+			argv, env := c.suite(r.pkg, "client", "--command", commands[i], "--scenario", s,
 				"--timeout", "30000", "-o", outDir)
-			fmt.Printf("== client %s: %s\n", s, side)
+			fmt.Printf("== %s %s: %s\n", r.name, s, side)
 			p, err := start("conformance", logPath, env, argv...)
 			if err != nil {
 				return nil, err
