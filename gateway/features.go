@@ -200,29 +200,41 @@ func sdkAdd(add func()) (err error) {
 // level is the request's own (MCP 2026-07-28) or the one the session set.
 func (g *Gateway) origin(ctx context.Context, req mcp.Request) *upstream.Origin {
 	o := &upstream.Origin{Ctx: ctx}
-	switch r := req.(type) {
-	case *mcp.CallToolRequest:
-		o.Session, o.Capabilities = r.Session, r.ClientCapabilities()
-	case *mcp.ReadResourceRequest:
-		o.Session, o.Capabilities = r.Session, r.ClientCapabilities()
-	case *mcp.GetPromptRequest:
-		o.Session, o.Capabilities = r.Session, r.ClientCapabilities()
-	case *mcp.CompleteRequest:
-		o.Session, o.Capabilities = r.Session, r.ClientCapabilities()
-	case *mcp.SubscribeRequest:
-		o.Session, o.Capabilities = r.Session, r.ClientCapabilities()
-	case *mcp.UnsubscribeRequest:
-		o.Session, o.Capabilities = r.Session, r.ClientCapabilities()
+	if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+		o.Session = ss
 	}
-	if p := req.GetParams(); p != nil {
-		if level, ok := p.GetMeta()[metaKeyLogLevel].(string); ok {
-			o.LogLevel = mcp.LoggingLevel(level)
+	// The capabilities as the request's _meta carries them (MCP 2026-07-28), undecoded: most
+	// requests never need them decoded, only passed on; or else the session's.
+	meta := metaOf(req)
+	if caps, ok := meta[mcp.MetaKeyClientCapabilities]; ok && caps != nil {
+		o.Capabilities = caps
+	}
+	if o.Capabilities == nil && o.Session != nil {
+		if init := o.Session.InitializeParams(); init != nil && init.Capabilities != nil {
+			o.Capabilities = init.Capabilities
 		}
+	}
+	if level, ok := meta[metaKeyLogLevel].(string); ok {
+		o.LogLevel = mcp.LoggingLevel(level)
 	}
 	if o.LogLevel == "" && o.Session != nil {
 		o.LogLevel, _ = g.sessions.get(o.Session.ID()).logLevel.Load().(mcp.LoggingLevel)
 	}
 	return o
+}
+
+// metaOf is a request's _meta; nil when it has none (or no params: the SDK's params types
+// read their _meta through a pointer that may be nil).
+func metaOf(req mcp.Request) (m map[string]any) {
+	defer func() {
+		if recover() != nil {
+			m = nil
+		}
+	}()
+	if p := req.GetParams(); p != nil {
+		return p.GetMeta()
+	}
+	return nil
 }
 
 // metaKeyLogLevel carries a request's log level (MCP 2026-07-28); the SDK's constant for it

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -23,10 +24,12 @@ type Origin struct {
 	// Session is the downstream session; nil when no downstream client can take requests (the
 	// built-in agent).
 	Session *mcp.ServerSession
-	// Capabilities are what the downstream client declared for this request; nil if unknown.
-	// They are sent to the upstream in the request's _meta (MCP 2026-07-28), so that it asks
+	// Capabilities are what the downstream client declared for this request: the session's
+	// *mcp.ClientCapabilities, or the value of the request's _meta key for them (MCP
+	// 2026-07-28) as it arrived, decoded only when a server asks for something; nil if unknown.
+	// They are sent to the upstream in the request's _meta, so that a 2026-07-28 upstream asks
 	// only for what the client can do.
-	Capabilities *mcp.ClientCapabilities
+	Capabilities any
 	// LogLevel is the least severe level of log messages the client wants; "" for none.
 	LogLevel mcp.LoggingLevel
 	// Ask, when set, takes the requests the server sends for this request instead of Session:
@@ -59,7 +62,7 @@ func OriginOf(ctx context.Context) *Origin {
 // 2026-07-28 upstream asks only for what the client behind the gateway can do. Without a
 // downstream client (the built-in agent) that is nothing.
 func (o *Origin) meta() mcp.Meta {
-	caps := &mcp.ClientCapabilities{}
+	var caps any = &mcp.ClientCapabilities{}
 	if o != nil && o.Capabilities != nil {
 		caps = o.Capabilities
 	}
@@ -68,6 +71,26 @@ func (o *Origin) meta() mcp.Meta {
 		m[metaKeyLogLevel] = o.LogLevel
 	}
 	return m
+}
+
+// capabilities decodes the client's capabilities; nil if unknown or not decodable.
+func (o *Origin) capabilities() *mcp.ClientCapabilities {
+	switch c := o.Capabilities.(type) {
+	case nil:
+		return nil
+	case *mcp.ClientCapabilities:
+		return c
+	default:
+		b, err := json.Marshal(c)
+		if err != nil {
+			return nil
+		}
+		var caps mcp.ClientCapabilities
+		if json.Unmarshal(b, &caps) != nil {
+			return nil
+		}
+		return &caps
+	}
 }
 
 // metaKeyLogLevel carries a request's log level (MCP 2026-07-28, where logging is deprecated
@@ -185,7 +208,7 @@ func (u *Upstream) handleCreateMessage(ctx context.Context, req *mcp.CreateMessa
 	if err != nil {
 		return nil, u.forwardError(method, err)
 	}
-	if caps := o.Capabilities; caps != nil {
+	if caps := o.capabilities(); caps != nil {
 		if caps.Sampling == nil {
 			return nil, u.forwardError(method, notDeclared("the sampling capability"))
 		}
@@ -217,7 +240,7 @@ func (u *Upstream) handleElicit(ctx context.Context, req *mcp.ElicitRequest) (*m
 	if err != nil {
 		return nil, u.forwardError(method, err)
 	}
-	if caps := o.Capabilities; caps != nil {
+	if caps := o.capabilities(); caps != nil {
 		if caps.Elicitation == nil {
 			return nil, u.forwardError(method, notDeclared("the elicitation capability"))
 		}
