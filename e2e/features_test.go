@@ -154,6 +154,13 @@ func TestFeatures(t *testing.T) {
 			cfg, _ := writeConfig(t, featuresConfig)
 			return connectStdioVersion(t, cfg, opts, "2025-11-25"), nil
 		}, false},
+		// Over stateless streamable HTTP the SDK client speaks 2026-07-28 (server/discover): the
+		// older server's sampling and elicitation reach it as input requests in results.
+		{"http_stateless", func(t *testing.T, opts *mcp.ClientOptions) (*mcp.ClientSession, *mcp.ClientSession) {
+			cfg, addr := writeConfig(t, strings.Replace(featuresConfig, "tool_names: prefixed", "tool_names: prefixed\n  http_mode: stateless", 1))
+			startGateway(t, cfg, addr)
+			return connectHTTP(t, addr, opts), connectHTTP(t, addr, nil)
+		}, true},
 		// Over stdio the SDK client's default is server/discover at 2026-07-28.
 		{"stdio_2026-07-28", func(t *testing.T, opts *mcp.ClientOptions) (*mcp.ClientSession, *mcp.ClientSession) {
 			cfg, _ := writeConfig(t, featuresConfig)
