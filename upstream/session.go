@@ -105,6 +105,10 @@ func (u *Upstream) connect(ctx context.Context) (*session, []*mcp.Tool, Features
 		},
 		// Requests and log messages the server sends while serving a request go to the
 		// downstream client whose request it is (forward.go).
+		// Roots are not carried (the SDK answers roots/list from the client's own list, with no
+		// hook to ask the client behind the gateway), so none are declared; sampling and
+		// elicitation are added by the SDK for the handlers below.
+		Capabilities:                  &mcp.ClientCapabilities{},
 		CreateMessageWithToolsHandler: u.handleCreateMessage,
 		ElicitationHandler:            u.handleElicit,
 		ElicitationCompleteHandler:    u.handleElicitationComplete,
