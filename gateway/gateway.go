@@ -153,7 +153,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 				Resources:   &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
 				Prompts:     &mcp.PromptCapabilities{ListChanged: true},
 				Completions: &mcp.CompletionCapabilities{},
-				Logging:     &mcp.LoggingCapabilities{},
+				//lint:ignore SA1019 logging is deprecated from MCP 2026-07-28 on, still served and carried.
+				Logging: &mcp.LoggingCapabilities{},
 			},
 			CompletionHandler:  g.complete,
 			SubscribeHandler:   g.subscribe,

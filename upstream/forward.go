@@ -1,5 +1,7 @@
 package upstream
 
+//lint:file-ignore SA1019 sampling, elicitation and logging are deprecated from MCP 2026-07-28 on but still part of the protocol, and carrying them for clients is what this file does.
+
 import (
 	"context"
 	"encoding/json"
