@@ -523,9 +523,9 @@ func checkLogging(t *testing.T, cs *mcp.ClientSession, fc *featureClient, perReq
 	if err != nil || res.IsError || textOf(res) != "Tool with logging executed successfully" {
 		t.Fatalf("test_tool_with_logging: %v %s", err, mustJSON(res))
 	}
-	// The first two were sent well before the result; the last one just before it, which may
-	// lose the race described in checkLoggingRace.
-	for _, want := range []string{"Tool execution started", "Tool processing data"} {
+	// All three, the last one sent just before the result (see checkLoggingRace). The client's
+	// SDK may hand a notification to the handler a moment after the result: wait for it.
+	for _, want := range []string{"Tool execution started", "Tool processing data", "Tool execution completed"} {
 		select {
 		case m := <-fc.logs:
 			if m.Data != want || m.Level != "info" {

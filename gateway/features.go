@@ -41,7 +41,6 @@ type featureIndex struct {
 func newFeatureIndex() *featureIndex {
 	return &featureIndex{
 		resources: map[string]string{}, templates: map[string]string{}, prompts: map[string]promptRef{},
-		servedResources: map[string]string{}, servedTemplates: map[string]string{}, servedPrompts: map[string]string{},
 	}
 }
 
@@ -76,30 +75,18 @@ func (g *Gateway) syncFeatures(cfg *config.Config, force string) []Problem {
 		}
 		f := u.Features()
 		for _, r := range f.Resources {
-			if r == nil || r.URI == "" {
+			if r == nil || r.URI == "" || !claim(next.resources, r.URI, s.Name, "resource", &problems) {
 				continue
 			}
-			if owner, dup := next.resources[r.URI]; dup {
-				problems = append(problems, Problem{Server: s.Name, Msg: fmt.Sprintf(
-					"resource %s of server %q is also offered by server %q; reads go to %q", r.URI, s.Name, owner, owner)})
-				continue
-			}
-			next.resources[r.URI] = s.Name
 			c := *r
 			c.Name = PublicName(cfg.Gateway.ToolNames, s.Name, r.Name)
 			c.Meta = upstream.CleanMeta(r.Meta)
 			wantResources[r.URI] = &c
 		}
 		for _, t := range f.Templates {
-			if t == nil || t.URITemplate == "" {
+			if t == nil || t.URITemplate == "" || !claim(next.templates, t.URITemplate, s.Name, "resource template", &problems) {
 				continue
 			}
-			if owner, dup := next.templates[t.URITemplate]; dup {
-				problems = append(problems, Problem{Server: s.Name, Msg: fmt.Sprintf(
-					"resource template %s of server %q is also offered by server %q; reads go to %q", t.URITemplate, s.Name, owner, owner)})
-				continue
-			}
-			next.templates[t.URITemplate] = s.Name
 			c := *t
 			c.Name = PublicName(cfg.Gateway.ToolNames, s.Name, t.Name)
 			c.Meta = upstream.CleanMeta(t.Meta)
@@ -124,66 +111,73 @@ func (g *Gateway) syncFeatures(cfg *config.Config, force string) []Problem {
 		}
 	}
 
-	for uri, r := range wantResources {
-		def := featureDef(r)
-		next.servedResources[uri] = def
-		if prev.servedResources[uri] != def || prev.resources[uri] != next.resources[uri] || forced(force, next.resources[uri]) {
-			if err := sdkAdd(func() { g.server.AddResource(r, g.readFrom(next.resources[uri])) }); err != nil {
-				problems = append(problems, Problem{Server: next.resources[uri], Msg: fmt.Sprintf("resource %s left out: %v", uri, err)})
-				delete(next.servedResources, uri)
-			}
-		}
+	promptServer := func(idx *featureIndex) func(string) string {
+		return func(name string) string { return idx.prompts[name].server }
 	}
-	for tmpl, t := range wantTemplates {
-		def := featureDef(t)
-		next.servedTemplates[tmpl] = def
-		if prev.servedTemplates[tmpl] != def || prev.templates[tmpl] != next.templates[tmpl] || forced(force, next.templates[tmpl]) {
-			if err := sdkAdd(func() { g.server.AddResourceTemplate(t, g.readFrom(next.templates[tmpl])) }); err != nil {
-				problems = append(problems, Problem{Server: next.templates[tmpl], Msg: fmt.Sprintf("resource template %s left out: %v", tmpl, err)})
-				delete(next.servedTemplates, tmpl)
-			}
-		}
-	}
-	for name, p := range wantPrompts {
-		def := featureDef(p)
-		next.servedPrompts[name] = def
-		if prev.servedPrompts[name] != def || prev.prompts[name] != next.prompts[name] || forced(force, next.prompts[name].server) {
-			if err := sdkAdd(func() { g.server.AddPrompt(p, g.getPrompt(next.prompts[name])) }); err != nil {
-				problems = append(problems, Problem{Server: next.prompts[name].server, Tool: next.prompts[name].name, Msg: fmt.Sprintf("prompt %s left out: %v", name, err)})
-				delete(next.servedPrompts, name)
-			}
-		}
-	}
-	if gone := missing(prev.servedResources, next.servedResources); len(gone) > 0 {
-		g.server.RemoveResources(gone...)
-	}
-	if gone := missing(prev.servedTemplates, next.servedTemplates); len(gone) > 0 {
-		g.server.RemoveResourceTemplates(gone...)
-	}
-	if gone := missing(prev.servedPrompts, next.servedPrompts); len(gone) > 0 {
-		g.server.RemovePrompts(gone...)
-	}
+	var refused []Problem
+	next.servedResources, refused = offer(wantResources, byKey(next.resources), prev.servedResources, byKey(prev.resources), force, "resource",
+		func(uri string, r *mcp.Resource) { g.server.AddResource(r, g.readFrom(next.resources[uri])) }, g.server.RemoveResources)
+	problems = append(problems, refused...)
+	next.servedTemplates, refused = offer(wantTemplates, byKey(next.templates), prev.servedTemplates, byKey(prev.templates), force, "resource template",
+		func(tmpl string, t *mcp.ResourceTemplate) {
+			g.server.AddResourceTemplate(t, g.readFrom(next.templates[tmpl]))
+		}, g.server.RemoveResourceTemplates)
+	problems = append(problems, refused...)
+	next.servedPrompts, refused = offer(wantPrompts, promptServer(next), prev.servedPrompts, promptServer(prev), force, "prompt",
+		func(name string, p *mcp.Prompt) { g.server.AddPrompt(p, g.getPrompt(next.prompts[name])) }, g.server.RemovePrompts)
+	problems = append(problems, refused...)
 	g.features.mu.Lock()
 	g.features.idx = next
 	g.features.mu.Unlock()
 	return problems
 }
 
-func forced(force, server string) bool { return force != "" && force == server }
-
-func featureDef(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
+// claim gives key (a URI or URI template) to server unless a server before it in config order
+// has it; then the conflict is a problem and the first keeps it.
+func claim(owners map[string]string, key, server, what string, problems *[]Problem) bool {
+	if owner, dup := owners[key]; dup {
+		*problems = append(*problems, Problem{Server: server, Msg: fmt.Sprintf(
+			"%s %s of server %q is also offered by server %q; reads go to %q", what, key, server, owner, owner)})
+		return false
+	}
+	owners[key] = server
+	return true
 }
 
-func missing(prev, next map[string]string) []string {
-	var gone []string
-	for k := range prev {
-		if _, ok := next[k]; !ok {
-			gone = append(gone, k)
+func byKey(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+// offer registers with the MCP server each item of want (by key: URI, URI template or public
+// name) whose definition or server changed since the definitions in prev were served, or whose
+// server is force, and removes the items no longer wanted. It returns the definitions now
+// served and the items the SDK refused.
+func offer[T any](want map[string]T, server func(string) string, prev map[string]string, prevServer func(string) string,
+	force, what string, add func(key string, v T), remove func(keys ...string)) (map[string]string, []Problem) {
+	served := make(map[string]string, len(want))
+	var problems []Problem
+	for key, v := range want {
+		b, _ := json.Marshal(v)
+		def := string(b)
+		served[key] = def
+		if prev[key] == def && prevServer(key) == server(key) && (force == "" || server(key) != force) {
+			continue
+		}
+		if err := sdkAdd(func() { add(key, v) }); err != nil {
+			problems = append(problems, Problem{Server: server(key), Msg: fmt.Sprintf("%s %s left out: %v", what, key, err)})
+			delete(served, key)
 		}
 	}
-	return gone
+	var gone []string
+	for key := range prev {
+		if _, ok := served[key]; !ok {
+			gone = append(gone, key)
+		}
+	}
+	if len(gone) > 0 {
+		remove(gone...)
+	}
+	return served, problems
 }
 
 // sdkAdd turns the SDK's panics on definitions it rejects into errors: an upstream's
