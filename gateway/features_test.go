@@ -27,6 +27,8 @@ const featureServerEnv = "GATEWAY_FEATURE_SERVER"
 
 func runFeatureServer(name string) int {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "feature-" + name, Version: "1"}, &mcp.ServerOptions{
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 		CompletionHandler: func(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 			if req.Params.Ref.Type != "ref/prompt" || req.Params.Ref.Name != "greet" {
 				return nil, fmt.Errorf("no completions for %s %s", req.Params.Ref.Type, req.Params.Ref.Name)
@@ -61,6 +63,13 @@ func runFeatureServer(name string) int {
 	}
 	obj := map[string]any{"type": "object"}
 	srv.AddTool(&mcp.Tool{Name: "ask_" + name, InputSchema: obj}, ask)
+	// touch_doc tells the subscribers of the doc that it changed.
+	srv.AddTool(&mcp.Tool{Name: "touch_doc_" + name, InputSchema: obj}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if err := srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "test://" + name + "/doc"}); err != nil {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "touched"}}}, nil
+	})
 	// ask_together asks only once a second call is in flight, and returns only once the other
 	// has asked too (or after 5s each), so that two clients' calls are in flight on the server
 	// whenever it asks.
@@ -364,5 +373,60 @@ func TestSuspendedCallExpires(t *testing.T) {
 	}
 	if outcome != "tool_failure" {
 		t.Errorf("the expired call's audit outcome is %q, want tool_failure (the upstream's sampling was refused)", outcome)
+	}
+}
+
+// A subscription through the gateway gets the upstream's updates, also after the upstream was
+// restarted (the gateway renews its subscription), and none after the client unsubscribed.
+func TestResourceSubscriptions(t *testing.T) {
+	f := startFixture(t, withServers(allowAll, featureServer("a"), featureServer("b")))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	updates := make(chan string, 16)
+	cs := connectClient(t, f, &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+		updates <- req.Params.URI
+	}})
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "test://b/doc"}); err != nil {
+		t.Fatal(err)
+	}
+	touch := func() {
+		t.Helper()
+		if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "b__touch_doc_b"}); err != nil || res.IsError {
+			t.Fatalf("touch_doc_b: %v %+v", err, res)
+		}
+	}
+	expect := func(what string) {
+		t.Helper()
+		select {
+		case uri := <-updates:
+			if uri != "test://b/doc" {
+				t.Fatalf("%s: update of %q", what, uri)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: no notifications/resources/updated reached the client", what)
+		}
+	}
+	touch()
+	expect("subscribed")
+
+	if err := f.g.Upstreams().Get("b").Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	touch()
+	expect("after the upstream restarted")
+
+	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "test://b/doc"}); err != nil {
+		t.Fatal(err)
+	}
+	touch()
+	select {
+	case uri := <-updates:
+		t.Fatalf("update of %q after unsubscribing", uri)
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	// A URI no server offers cannot be subscribed to.
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "test://c/doc"}); err == nil {
+		t.Error("subscribed to a URI no server offers")
 	}
 }
