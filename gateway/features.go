@@ -277,6 +277,7 @@ func (g *Gateway) readResource(ctx context.Context, server string, req *mcp.Read
 	if err != nil {
 		return nil, upstreamError(err)
 	}
+	g.labelUntrusted(u, req.Session)
 	return &mcp.ReadResourceResult{
 		Meta:          upstream.CleanMeta(res.Meta),
 		Cacheable:     res.Cacheable,
@@ -284,6 +285,19 @@ func (g *Gateway) readResource(ctx context.Context, server string, req *mcp.Read
 		InputRequests: res.InputRequests,
 		RequestState:  res.RequestState,
 	}, nil
+}
+
+// labelUntrusted labels the session untrusted when what it just received came from an
+// untrusted server, as a call to one of its tools does: policies see it (session.labels).
+func (g *Gateway) labelUntrusted(u *upstream.Upstream, ss *mcp.ServerSession) {
+	if ss == nil {
+		return
+	}
+	for _, s := range g.config().Servers { // the config in force: untrusted may change on reload
+		if s.Name == u.Name() && s.Untrusted {
+			g.sessions.label(ss.ID(), "untrusted")
+		}
+	}
 }
 
 // readProbe tells the resources/read middleware whether one of the gateway's read handlers
@@ -304,6 +318,7 @@ func (g *Gateway) getPrompt(ref promptRef) mcp.PromptHandler {
 		if err != nil {
 			return nil, upstreamError(err)
 		}
+		g.labelUntrusted(u, req.Session)
 		return &mcp.GetPromptResult{
 			Meta:          upstream.CleanMeta(res.Meta),
 			Description:   res.Description,

@@ -430,3 +430,49 @@ func TestResourceSubscriptions(t *testing.T) {
 		t.Error("subscribed to a URI no server offers")
 	}
 }
+
+// Reading a resource or getting a prompt of an untrusted server labels the session untrusted,
+// as calling one of its tools does, and policies see the label.
+func TestUntrustedResourcesAndPromptsLabelTheSession(t *testing.T) {
+	untrusted := strings.Replace(featureServer("web"), "    contract: passthrough\n", "    contract: passthrough\n    untrusted: true\n", 1)
+	yaml := withServers(allowAll, featureServer("a"), untrusted) + `  rules:
+    - id: no-ask-after-untrusted
+      effect: deny
+      when: 'labels.untrusted && upstream_tool == "ask_a"'
+      reason: the session has read untrusted content
+`
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	// One gateway each: in-memory sessions have no id, so they share their labels.
+	for what, read := range map[string]func(*mcp.ClientSession) error{
+		"resource": func(cs *mcp.ClientSession) error {
+			_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://web/doc"})
+			return err
+		},
+		"prompt": func(cs *mcp.ClientSession) error {
+			_, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "web__greet", Arguments: map[string]string{"who": "x"}})
+			return err
+		},
+	} {
+		t.Log(what)
+		f := startFixture(t, yaml)
+		cs := connectClient(t, f, sampler("s"))
+		if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "a__ask_a"}); err != nil || res.IsError {
+			t.Fatalf("before reading untrusted content: %v %+v", err, res)
+		}
+		// The trusted server's resource does not label the session.
+		if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://a/doc"}); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "a__ask_a"}); err != nil || res.IsError {
+			t.Fatalf("after reading trusted content: %v %+v", err, res)
+		}
+		if err := read(cs); err != nil {
+			t.Fatal(err)
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "a__ask_a"})
+		if err != nil || !res.IsError || !strings.Contains(textOf(t, res.Content), "no-ask-after-untrusted") {
+			t.Fatalf("after reading untrusted content: %v %+v, want the policy's refusal", err, res)
+		}
+	}
+}
