@@ -399,22 +399,69 @@ func (g *Gateway) resourceServers() []*upstream.Upstream {
 	return out
 }
 
-// subscriptions counts the downstream subscriptions of each URI, so that the gateway's
-// subscription upstream ends with the last one.
+// subscriptions are the downstream sessions subscribed to each URI, so that the gateway's
+// subscription upstream ends with the last of them: by its unsubscribe, or by its session
+// having gone (noticed at the next subscribe or unsubscribe of any session; the SDK forgets a
+// gone session's subscriptions without telling). Sessions without an id (stdio, stateless) end
+// theirs by unsubscribing only.
 type subscriptions struct {
-	mu    sync.Mutex
-	count map[string]int
+	mu  sync.Mutex
+	uri map[string]map[string]bool // URI → session ids
+}
+
+// change records that session subscribed (on) or unsubscribed, drops sessions that are gone,
+// and returns the URIs nobody is subscribed to any more.
+func (s *subscriptions) change(uri, session string, on bool, live map[string]bool) (ended []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.uri == nil {
+		s.uri = map[string]map[string]bool{}
+	}
+	if on {
+		if s.uri[uri] == nil {
+			s.uri[uri] = map[string]bool{}
+		}
+		s.uri[uri][session] = true
+	} else if set := s.uri[uri]; set != nil {
+		delete(set, session)
+	}
+	for u, set := range s.uri {
+		for id := range set {
+			if id != "" && !live[id] {
+				delete(set, id)
+			}
+		}
+		if len(set) == 0 {
+			delete(s.uri, u)
+			ended = append(ended, u)
+		}
+	}
+	return ended
+}
+
+func sessionID(ss *mcp.ServerSession) string {
+	if ss == nil {
+		return ""
+	}
+	return ss.ID()
+}
+
+// subscriptionServer is the server a subscription to uri goes to, "" if none.
+func (g *Gateway) subscriptionServer(uri string) string {
+	if server := g.owner(uri); server != "" {
+		return server
+	}
+	if rs := g.resourceServers(); len(rs) == 1 {
+		return rs[0].Name()
+	}
+	return ""
 }
 
 func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	uri := req.Params.URI
-	server := g.owner(uri)
+	server := g.subscriptionServer(uri)
 	if server == "" {
-		if rs := g.resourceServers(); len(rs) == 1 {
-			server = rs[0].Name()
-		} else {
-			return mcp.ResourceNotFoundError(uri)
-		}
+		return mcp.ResourceNotFoundError(uri)
 	}
 	u, err := g.upstreamNamed(server)
 	if err != nil {
@@ -423,44 +470,28 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	if err := u.Subscribe(upstream.WithOrigin(ctx, g.origin(ctx, req)), uri); err != nil {
 		return upstreamError(err)
 	}
-	g.subs.mu.Lock()
-	if g.subs.count == nil {
-		g.subs.count = map[string]int{}
-	}
-	g.subs.count[uri]++
-	g.subs.mu.Unlock()
+	g.endSubscriptions(ctx, g.subs.change(uri, sessionID(req.Session), true, g.liveSessions()))
 	return nil
 }
 
 func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
-	uri := req.Params.URI
-	g.subs.mu.Lock()
-	n := g.subs.count[uri] - 1
-	if n > 0 {
-		g.subs.count[uri] = n
-	} else {
-		delete(g.subs.count, uri)
-	}
-	g.subs.mu.Unlock()
-	if n > 0 {
-		return nil // another session still wants the updates
-	}
-	server := g.owner(uri)
-	if server == "" {
-		if rs := g.resourceServers(); len(rs) == 1 {
-			server = rs[0].Name()
-		} else {
-			return nil
+	g.endSubscriptions(ctx, g.subs.change(req.Params.URI, sessionID(req.Session), false, g.liveSessions()))
+	return nil
+}
+
+// endSubscriptions ends the gateway's subscriptions upstream to uris. A failure is logged: the
+// client's unsubscribe has taken effect at the gateway either way.
+func (g *Gateway) endSubscriptions(ctx context.Context, uris []string) {
+	for _, uri := range uris {
+		server := g.subscriptionServer(uri)
+		u := g.ups.Get(server)
+		if u == nil {
+			continue // gone with its subscriptions
+		}
+		if err := u.Unsubscribe(ctx, uri); err != nil {
+			g.log.Warn("ending a resource subscription upstream failed", "server", server, "uri", uri, "error", err.Error())
 		}
 	}
-	u, err := g.upstreamNamed(server)
-	if err != nil {
-		return nil // gone with its subscriptions
-	}
-	if err := u.Unsubscribe(upstream.WithOrigin(ctx, g.origin(ctx, req)), uri); err != nil {
-		return upstreamError(err)
-	}
-	return nil
 }
 
 // resourceUpdated passes an upstream's notifications/resources/updated to the downstream

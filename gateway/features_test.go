@@ -476,3 +476,27 @@ func TestUntrustedResourcesAndPromptsLabelTheSession(t *testing.T) {
 		}
 	}
 }
+
+func TestSubscriptionsEndWithTheLastSession(t *testing.T) {
+	var s subscriptions
+	live := map[string]bool{"s1": true, "s2": true}
+	if ended := s.change("u", "s1", true, live); len(ended) != 0 {
+		t.Fatalf("subscribe ended %v", ended)
+	}
+	s.change("u", "s2", true, live)
+	if ended := s.change("u", "s1", false, live); len(ended) != 0 {
+		t.Fatalf("s1 unsubscribed while s2 is subscribed: ended %v", ended)
+	}
+	// s2 goes away without unsubscribing: noticed at the next change of any session.
+	delete(live, "s2")
+	if ended := s.change("v", "", true, live); len(ended) != 1 || ended[0] != "u" {
+		t.Fatalf("after s2 went away: ended %v, want [u]", ended)
+	}
+	// A session without an id is never taken for gone.
+	if ended := s.change("x", "s1", false, live); len(ended) != 0 {
+		t.Fatalf("the subscription of a session without id ended: %v", ended)
+	}
+	if ended := s.change("v", "", false, live); len(ended) != 1 || ended[0] != "v" {
+		t.Fatalf("unsubscribe of the session without id: ended %v, want [v]", ended)
+	}
+}
