@@ -1,8 +1,6 @@
 package config
 
 import (
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"errors"
 	"fmt"
 	"math"
@@ -14,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-gateway/mcp-gateway/internal/suggest"
 )

@@ -83,11 +83,11 @@ type Server struct {
 	// QueueSize bounds the calls waiting for their turn on a physical server.
 	QueueSize int `yaml:"queue_size" json:"queue_size,omitempty" jsonschema:"minimum=1,description=Calls that may wait for their turn on a physical server (default 16)."`
 	// Contract is "envelope" (results checked against the envelope contract) or "passthrough".
+	Contract string `yaml:"contract" json:"contract,omitempty" jsonschema:"enum=envelope,enum=passthrough,description=envelope: results must be success/failure envelopes; passthrough: forwarded as they are."`
 	// ProtocolVersion pins the MCP revision the gateway asks the server for; "" asks for the
 	// newest the gateway speaks, and the server may answer with an older one. The server's
 	// session is shared by every client of the gateway, so this is one revision for all.
 	ProtocolVersion string `yaml:"protocol_version" json:"protocol_version,omitempty" jsonschema:"description=MCP protocol revision to ask the server for such as 2025-11-25; default the newest the gateway speaks (the server may choose an older one)."`
-	Contract        string `yaml:"contract" json:"contract,omitempty" jsonschema:"enum=envelope,enum=passthrough,description=envelope: results must be success/failure envelopes; passthrough: forwarded as they are."`
 
 	Tools Tools `yaml:"tools" json:"tools,omitempty" jsonschema:"description=Which tools are listed and how."`
 

@@ -1,12 +1,11 @@
 package governor
 
 import (
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-
 	"context"
 	"encoding/json"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

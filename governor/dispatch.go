@@ -1,12 +1,12 @@
 package governor
 
 import (
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/mcp-gateway/mcp-gateway/upstream"
 )

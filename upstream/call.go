@@ -67,10 +67,9 @@ func (u *Upstream) Call(ctx context.Context, name string, args json.RawMessage, 
 			return nil, fmt.Errorf("server %q refused the call before sending it: %w", u.cfg.Name, err)
 		}
 	}
-	params := &mcp.CallToolParams{Name: name}
 	origin := OriginOf(ctx)
+	params := &mcp.CallToolParams{Name: name, Meta: origin.meta()}
 	if origin != nil {
-		params.Meta = origin.meta()
 		params.InputResponses, params.RequestState = origin.InputResponses, origin.RequestState
 	}
 	defer u.origins.add(origin)()
@@ -82,6 +81,26 @@ func (u *Upstream) Call(ctx context.Context, name string, args json.RawMessage, 
 		defer u.progress.remove(token)
 		params.SetProgressToken(token) // after Meta: it is kept in it
 	}
+	var res *mcp.CallToolResult
+	s, err := u.send(ctx, "call", func(cs *mcp.ClientSession) (err error) {
+		res, err = cs.CallTool(ctx, params)
+		return err
+	})
+	switch {
+	case err == nil:
+		return res, nil
+	case s == nil:
+		return nil, err // not sent
+	}
+	return nil, u.callError(ctx, s, name, args, err)
+}
+
+// send sends a request (what: "call" or "request", for messages) on the ready session, waiting
+// for one within ctx. A request the connection failed before sending waits for the restarted
+// session like any that arrives then. On success the log and progress messages the server sent
+// before its answer have been handled (order.go). The session is nil when nothing was sent
+// (the error then wraps ErrUnavailable); otherwise it is the one the request went to.
+func (u *Upstream) send(ctx context.Context, what string, request func(*mcp.ClientSession) error) (*session, error) {
 	for {
 		s := u.ready.Load()
 		if s == nil {
@@ -91,24 +110,24 @@ func (u *Upstream) Call(ctx context.Context, name string, args json.RawMessage, 
 			}
 		}
 		if err := ctx.Err(); err != nil {
-			// It ended while the call waited (for its turn, say): nothing was sent.
-			return nil, fmt.Errorf("%w: server %q: %v before the call could be sent", ErrUnavailable, u.cfg.Name, err)
+			// It ended while the request waited (for its turn, say): nothing was sent.
+			return nil, fmt.Errorf("%w: server %q: %v before the %s could be sent", ErrUnavailable, u.cfg.Name, err, what)
 		}
-		res, err := s.cs.CallTool(ctx, params)
+		err := request(s.cs)
 		if err == nil {
-			s.notes.catchUp(ctx) // its log and progress messages go out before its result
-			return res, nil
+			s.notes.catchUp(ctx)
+			return s, nil
 		}
 		if notSent(err) {
-			// The server never saw the request, so it waits for the restart like any call that
-			// arrives then.
+			// The server never saw the request, so it waits for the restart like any request
+			// that arrives then.
 			u.connectionFailed(s, err)
 			if ctx.Err() == nil {
 				continue
 			}
-			return nil, fmt.Errorf("%w: server %q: the connection failed before the call could be sent: %v", ErrUnavailable, u.cfg.Name, err)
+			return nil, fmt.Errorf("%w: server %q: the connection failed before the %s could be sent: %v", ErrUnavailable, u.cfg.Name, what, err)
 		}
-		return nil, u.callError(ctx, s, name, args, err)
+		return s, err
 	}
 }
 

@@ -70,7 +70,7 @@ func (o *Origin) meta() mcp.Meta {
 	}
 	m := mcp.Meta{mcp.MetaKeyClientCapabilities: caps}
 	if o != nil && o.LogLevel != "" {
-		m[metaKeyLogLevel] = o.LogLevel
+		m[MetaKeyLogLevel] = o.LogLevel
 	}
 	return m
 }
@@ -95,9 +95,9 @@ func (o *Origin) capabilities() *mcp.ClientCapabilities {
 	}
 }
 
-// metaKeyLogLevel carries a request's log level (MCP 2026-07-28, where logging is deprecated
+// MetaKeyLogLevel carries a request's log level (MCP 2026-07-28, where logging is deprecated
 // but still served; the SDK's constant for it is marked deprecated).
-const metaKeyLogLevel = "io.modelcontextprotocol/logLevel"
+const MetaKeyLogLevel = "io.modelcontextprotocol/logLevel"
 
 // origins is the registry of an upstream's requests in flight and their origins: a request the
 // server sends, or a message it logs, goes to the downstream session whose request it serves.
@@ -201,7 +201,19 @@ func (u *Upstream) forwardError(method string, err error) error {
 }
 
 func notDeclared(what string) error {
-	return fmt.Errorf("the client did not declare %s", what)
+	return fmt.Errorf("the client did not declare %s: give the agent's MCP client a handler for it, or use a tool that does not need it", what)
+}
+
+// AsksInResults reports whether the server's session speaks MCP 2026-07-28 or later, where a
+// server asks the client for input only in results, never with requests of its own mid-call.
+// False while the server is not ready: it may start on an older revision.
+func (u *Upstream) AsksInResults() bool {
+	s := u.ready.Load()
+	if s == nil {
+		return false
+	}
+	init := s.cs.InitializeResult()
+	return init != nil && init.ProtocolVersion >= "2026-07-28"
 }
 
 func (u *Upstream) handleCreateMessage(ctx context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
@@ -218,20 +230,30 @@ func (u *Upstream) handleCreateMessage(ctx context.Context, req *mcp.CreateMessa
 			return nil, u.forwardError(method, notDeclared("sampling with tools, and the request offers tools"))
 		}
 	}
+	return passOn(ctx, u, method, o, req.Params, func() (*mcp.CreateMessageWithToolsResult, error) {
+		return o.Session.CreateMessageWithTools(o.Ctx, req.Params)
+	})
+}
+
+// passOn hands an upstream's request to the client of origin o: through o.Ask, as an input
+// request in a result, for a client of MCP 2026-07-28; else with direct, as a request on the
+// session. A client's answer of the wrong kind is refused.
+func passOn[R mcp.InputResponse](ctx context.Context, u *Upstream, method string, o *Origin, req mcp.InputRequest, direct func() (R, error)) (R, error) {
+	var res R
 	if o.Ask != nil {
-		answer, err := o.Ask(ctx, req.Params)
+		answer, err := o.Ask(ctx, req)
 		if err != nil {
-			return nil, u.forwardError(method, err)
+			return res, u.forwardError(method, err)
 		}
-		res, ok := answer.(*mcp.CreateMessageWithToolsResult)
-		if !ok {
-			return nil, u.forwardError(method, fmt.Errorf("the client answered with %T, not a sampling result", answer))
+		var ok bool
+		if res, ok = answer.(R); !ok {
+			return res, u.forwardError(method, fmt.Errorf("the client answered with %T, not the %T %s asks for", answer, res, method))
 		}
 		return res, nil
 	}
-	res, err := o.Session.CreateMessageWithTools(o.Ctx, req.Params)
+	res, err := direct()
 	if err != nil {
-		return nil, u.forwardError(method, err)
+		return res, u.forwardError(method, err)
 	}
 	return res, nil
 }
@@ -253,22 +275,9 @@ func (u *Upstream) handleElicit(ctx context.Context, req *mcp.ElicitRequest) (*m
 	if id := req.Params.ElicitationID; id != "" {
 		u.elicitations.put(id, o.Session)
 	}
-	if o.Ask != nil {
-		answer, err := o.Ask(ctx, req.Params)
-		if err != nil {
-			return nil, u.forwardError(method, err)
-		}
-		res, ok := answer.(*mcp.ElicitResult)
-		if !ok {
-			return nil, u.forwardError(method, fmt.Errorf("the client answered with %T, not an elicitation result", answer))
-		}
-		return res, nil
-	}
-	res, err := o.Session.Elicit(o.Ctx, req.Params)
-	if err != nil {
-		return nil, u.forwardError(method, err)
-	}
-	return res, nil
+	return passOn(ctx, u, method, o, req.Params, func() (*mcp.ElicitResult, error) {
+		return o.Session.Elicit(o.Ctx, req.Params)
+	})
 }
 
 // handleElicitationComplete passes notifications/elicitation/complete to the session the URL
@@ -393,38 +402,29 @@ func (u *Upstream) listFeatures(ctx context.Context, cs *mcp.ClientSession) Feat
 	return f
 }
 
-// session returns the ready session, waiting for it within ctx.
-func (u *Upstream) session(ctx context.Context) (*session, error) {
-	if s := u.ready.Load(); s != nil {
-		return s, nil
-	}
-	return u.awaitReady(ctx)
-}
-
 // forward sends one request that is not a tool call to the server, attributed to ctx's origin
 // while it is in flight. A transport failure takes the session out of service like a failed
 // call does.
-func forward[R any](ctx context.Context, u *Upstream, method string, send func(*mcp.ClientSession) (R, error)) (R, error) {
-	var zero R
-	s, err := u.session(ctx)
-	if err != nil {
-		return zero, err
-	}
+func forward[R any](ctx context.Context, u *Upstream, method string, request func(*mcp.ClientSession) (R, error)) (R, error) {
 	if o := OriginOf(ctx); o != nil {
 		// Without an origin it is the gateway's own request (logging/setLevel, a renewed
 		// subscription): nothing the server sends for it goes to a client.
 		defer u.origins.add(o)()
 	}
-	res, err := send(s.cs)
-	s.notes.catchUp(ctx)
-	if err != nil {
-		if notSent(err) || (transportFailed(err) && ctx.Err() == nil) {
-			u.connectionFailed(s, err)
-		}
-		var zero R
-		return zero, fmt.Errorf("server %q: %s: %w", u.cfg.Name, method, err)
+	var res R
+	s, err := u.send(ctx, "request", func(cs *mcp.ClientSession) (err error) {
+		res, err = request(cs)
+		return err
+	})
+	switch {
+	case err == nil:
+		return res, nil
+	case s == nil:
+		return res, fmt.Errorf("%s: %w", method, err) // not sent
+	case transportFailed(err) && ctx.Err() == nil:
+		u.connectionFailed(s, err)
 	}
-	return res, nil
+	return res, fmt.Errorf("server %q: %s: %w", u.cfg.Name, method, err)
 }
 
 // ReadResource reads a resource from the server; the origin's multi-round-trip fields are
@@ -510,7 +510,7 @@ func (u *Upstream) SetLoggingLevel(ctx context.Context, level mcp.LoggingLevel) 
 	return err
 }
 
-// cleanMeta is an upstream result's _meta without the protocol's own keys (the upstream's
+// CleanMeta is an upstream result's _meta without the protocol's own keys (the upstream's
 // server info above all): the gateway answers as itself. nil when nothing is left.
 func CleanMeta(m mcp.Meta) mcp.Meta {
 	var out mcp.Meta

@@ -4,9 +4,11 @@ package upstream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"log/slog"
 
@@ -114,7 +116,7 @@ func TestForwardErrorCodes(t *testing.T) {
 	var rpcErr *jsonrpc.Error
 	err := u.forwardError("sampling/createMessage", notDeclared("the sampling capability"))
 	if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInternalError ||
-		rpcErr.Message != `mcp-gateway could not pass sampling/createMessage from server "s" on to a client: the client did not declare the sampling capability` {
+		rpcErr.Message != `mcp-gateway could not pass sampling/createMessage from server "s" on to a client: the client did not declare the sampling capability: give the agent's MCP client a handler for it, or use a tool that does not need it` {
 		t.Errorf("not declared: %#v", err)
 	}
 	err = u.forwardError("elicitation/create", errNoRequestInFlight)
@@ -138,8 +140,8 @@ func TestOriginMeta(t *testing.T) {
 	if caps(m) != declared {
 		t.Errorf("capabilities = %+v, want the client's", caps(m))
 	}
-	if m[metaKeyLogLevel] != mcp.LoggingLevel("debug") {
-		t.Errorf("log level = %v, want debug", m[metaKeyLogLevel])
+	if m[MetaKeyLogLevel] != mcp.LoggingLevel("debug") {
+		t.Errorf("log level = %v, want debug", m[MetaKeyLogLevel])
 	}
 	if OriginOf(context.Background()) != nil || OriginOf(WithOrigin(context.Background(), o)) != o {
 		t.Error("WithOrigin/OriginOf do not round-trip")
@@ -154,5 +156,40 @@ func TestCleanMeta(t *testing.T) {
 	}
 	if CleanMeta(mcp.Meta{"io.modelcontextprotocol/serverInfo": 1}) != nil {
 		t.Error("CleanMeta of protocol keys only is not nil")
+	}
+}
+
+// A call carries the capabilities of the client behind the gateway to a 2026-07-28 server, and
+// none for a call without one (the built-in agent): not the gateway's own, which declare the
+// sampling and elicitation it passes on.
+func TestCallCarriesTheClientsCapabilities(t *testing.T) {
+	m, err := startManager(t, []config.Server{stdioServer(t, "tools")}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := m.Get("robot")
+	if !u.AsksInResults() {
+		t.Fatal("the test server does not speak 2026-07-28")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	seen := func(ctx context.Context) map[string]any {
+		t.Helper()
+		res, err := u.Call(ctx, "caps", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var caps map[string]any
+		if err := json.Unmarshal([]byte(resultText(t, res)), &caps); err != nil {
+			t.Fatal(err)
+		}
+		return caps
+	}
+	if caps := seen(ctx); caps["sampling"] != nil || caps["elicitation"] != nil {
+		t.Errorf("without a client: the server saw %v, want no sampling or elicitation", caps)
+	}
+	withSampling := WithOrigin(ctx, &Origin{Capabilities: map[string]any{"sampling": map[string]any{}}})
+	if caps := seen(withSampling); caps["sampling"] == nil || caps["elicitation"] != nil {
+		t.Errorf("for a client declaring sampling: the server saw %v", caps)
 	}
 }

@@ -60,6 +60,14 @@ func runTestServer(mode string) int {
 func addTestTools(srv *mcp.Server) {
 	srv.AddTool(objectTool("echo"), echoTool)
 	srv.AddTool(objectTool("slow"), slowTool)
+	// caps answers with the client capabilities the server sees for the call.
+	srv.AddTool(objectTool("caps"), func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		b, err := json.Marshal(req.ClientCapabilities())
+		if err != nil {
+			return nil, err
+		}
+		return textResult(string(b)), nil
+	})
 	srv.AddTool(objectTool("crash"), func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		fmt.Fprintln(os.Stderr, "crashing on purpose")
 		os.Exit(3)

@@ -1,8 +1,6 @@
 package upstream
 
 import (
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 )
@@ -26,11 +26,10 @@ type Options struct {
 	// Logger receives the supervisors' logs and every stdio child's stderr, with the server's
 	// name as attribute "server". Nil discards them.
 	Logger *slog.Logger
-	// OnToolsChanged is called after a server's tools (or resources or prompts) were
-	// (re)discovered: at first
-	// discovery, after tools/list_changed and after every restart; after a (re)start it is
-	// called before the server becomes Ready. Calls for one server never overlap. It must
-	// return promptly and must not call Restart or Close.
+	// OnToolsChanged is called after a server's tools, resources or prompts were
+	// (re)discovered: at first discovery, after a list_changed and after every restart; after
+	// a (re)start it is called before the server becomes Ready. Calls for one server never
+	// overlap. It must return promptly and must not call Restart or Close.
 	OnToolsChanged func(server string)
 	// Version is the gateway's version, announced to servers with its name.
 	Version string
@@ -239,7 +238,8 @@ func sameLaunch(a, b config.Server) bool {
 	return a.Name == b.Name && a.Command == b.Command && slices.Equal(a.Args, b.Args) && a.Cwd == b.Cwd &&
 		maps.Equal(a.Env, b.Env) && a.URL == b.URL && maps.Equal(a.HeadersEnv, b.HeadersEnv) &&
 		a.Physical == b.Physical && a.QueueSize == b.QueueSize &&
-		a.StartupTimeoutSec == b.StartupTimeoutSec && a.RestartBackoffMaxSec == b.RestartBackoffMaxSec
+		a.StartupTimeoutSec == b.StartupTimeoutSec && a.RestartBackoffMaxSec == b.RestartBackoffMaxSec &&
+		a.ProtocolVersion == b.ProtocolVersion
 }
 
 // Get returns the server with that name, or nil.

@@ -105,12 +105,12 @@ func (u *Upstream) connect(ctx context.Context) (*session, []*mcp.Tool, Features
 				f(u.cfg.Name, req.Params)
 			}
 		},
-		// Requests and log messages the server sends while serving a request go to the
-		// downstream client whose request it is (forward.go).
 		// Roots are not carried (the SDK answers roots/list from the client's own list, with no
 		// hook to ask the client behind the gateway), so none are declared; sampling and
-		// elicitation are added by the SDK for the handlers below.
-		Capabilities:                  &mcp.ClientCapabilities{},
+		// elicitation are declared by the SDK for the handlers below.
+		Capabilities: &mcp.ClientCapabilities{},
+		// Requests and log messages the server sends while serving a request go to the
+		// downstream client whose request it is (forward.go).
 		CreateMessageWithToolsHandler: u.handleCreateMessage,
 		ElicitationHandler:            u.handleElicit,
 		ElicitationCompleteHandler:    u.handleElicitationComplete,
