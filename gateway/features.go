@@ -180,18 +180,6 @@ func offer[T any](want map[string]T, server func(string) string, prev map[string
 	return served, problems
 }
 
-// sdkAdd turns the SDK's panics on definitions it rejects into errors: an upstream's
-// definition never crashes the gateway.
-func sdkAdd(add func()) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("the MCP SDK rejects its definition: %v", r)
-		}
-	}()
-	add()
-	return nil
-}
-
 // origin is the downstream side of a request, for the upstream it is forwarded to. The log
 // level is the request's own (MCP 2026-07-28) or the one the session set.
 func (g *Gateway) origin(ctx context.Context, req mcp.Request) *upstream.Origin {
@@ -210,7 +198,7 @@ func (g *Gateway) origin(ctx context.Context, req mcp.Request) *upstream.Origin 
 			o.Capabilities = init.Capabilities
 		}
 	}
-	if level, ok := meta[metaKeyLogLevel].(string); ok {
+	if level, ok := meta[upstream.MetaKeyLogLevel].(string); ok {
 		o.LogLevel = mcp.LoggingLevel(level)
 	}
 	if o.LogLevel == "" && o.Session != nil {
@@ -233,10 +221,6 @@ func metaOf(req mcp.Request) (m map[string]any) {
 	return nil
 }
 
-// metaKeyLogLevel carries a request's log level (MCP 2026-07-28); the SDK's constant for it
-// is marked deprecated with logging itself.
-const metaKeyLogLevel = "io.modelcontextprotocol/logLevel"
-
 // upstreamError is what the client gets for a forwarded request that failed: the upstream's
 // own JSON-RPC error as it sent it (code, message and data), or the gateway's explanation.
 func upstreamError(err error) error {
@@ -247,11 +231,11 @@ func upstreamError(err error) error {
 	return err
 }
 
-// server returns the upstream named name, or an error saying it is gone.
+// upstreamNamed returns the upstream named name, or an error saying it is gone.
 func (g *Gateway) upstreamNamed(name string) (*upstream.Upstream, error) {
 	u := g.ups.Get(name)
 	if u == nil {
-		return nil, fmt.Errorf("server %q is no longer configured", name)
+		return nil, fmt.Errorf("server %q is no longer configured (a reload removed it); list again for what the gateway offers now", name)
 	}
 	return u, nil
 }
@@ -345,14 +329,14 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	case "ref/prompt":
 		pr, ok := idx.prompts[ref.Name]
 		if !ok {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no prompt named %q is offered by the gateway; list prompts/list for the names", ref.Name)}
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no prompt named %q is offered by the gateway; prompts/list gives the names", ref.Name)}
 		}
 		server, ref.Name = pr.server, pr.name
 	case "ref/resource":
 		var ok bool
 		if server, ok = idx.templates[ref.URI]; !ok {
 			if server, ok = idx.resources[ref.URI]; !ok {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no resource template %q is offered by the gateway; list resources/templates/list for them", ref.URI)}
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no resource template %q is offered by the gateway; resources/templates/list gives them", ref.URI)}
 			}
 		}
 	default:
@@ -461,7 +445,8 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	uri := req.Params.URI
 	server := g.subscriptionServer(uri)
 	if server == "" {
-		return mcp.ResourceNotFoundError(uri)
+		return &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Data: json.RawMessage(fmt.Sprintf(`{"uri":%q}`, uri)), Message: fmt.Sprintf(
+			"no server of the gateway offers %s; resources/list and resources/templates/list show what can be subscribed to", uri)}
 	}
 	u, err := g.upstreamNamed(server)
 	if err != nil {

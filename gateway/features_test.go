@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -426,8 +427,8 @@ func TestResourceSubscriptions(t *testing.T) {
 	}
 
 	// A URI no server offers cannot be subscribed to.
-	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "test://c/doc"}); err == nil {
-		t.Error("subscribed to a URI no server offers")
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "test://c/doc"}); err == nil || !strings.Contains(err.Error(), "no server of the gateway offers test://c/doc") {
+		t.Errorf("subscribe to a URI no server offers: %v", err)
 	}
 }
 
@@ -498,5 +499,46 @@ func TestSubscriptionsEndWithTheLastSession(t *testing.T) {
 	}
 	if ended := s.change("v", "", false, live); len(ended) != 1 || ended[0] != "v" {
 		t.Fatalf("unsubscribe of the session without id: ended %v, want [v]", ended)
+	}
+}
+
+// The bridge is taken only where it is needed: a 2026-07-28 client calling a tool of a server
+// that may send requests mid-call (an older revision); not for an older client, a 2026-07-28
+// server (it asks in results), or a name that is no tool.
+func TestNeedsBridge(t *testing.T) {
+	f := startFixture(t, withServers(allowAll, featureServer("old"), server("robot", "")))
+	call := func(name, version string) *mcp.CallToolRequest {
+		return &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: name, Meta: mcp.Meta{mcp.MetaKeyProtocolVersion: version}}}
+	}
+	for _, c := range []struct {
+		name, version string
+		want          bool
+	}{
+		{"old__ask_old", "2026-07-28", true},
+		{"old__ask_old", "2025-11-25", false},
+		{"robot__move", "2026-07-28", false},
+		{"nowhere__nothing", "2026-07-28", false},
+	} {
+		if got := f.g.needsBridge(call(c.name, c.version)); got != c.want {
+			t.Errorf("needsBridge(%s at %s) = %v, want %v", c.name, c.version, got, c.want)
+		}
+	}
+}
+
+// A reload that pins another protocol revision restarts the server on it.
+func TestReloadRestartsOnAnotherProtocolVersion(t *testing.T) {
+	f := startFixture(t, withServers(allowAll, server("robot", "")))
+	if !f.g.Upstreams().Get("robot").AsksInResults() {
+		t.Fatal("the test server does not speak 2026-07-28 by default")
+	}
+	rep, err := f.reload(t, withServers(allowAll, server("robot", "    protocol_version: \"2025-11-25\"\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.Restarted, []string{"robot"}) {
+		t.Fatalf("report: %+v, want robot restarted", rep)
+	}
+	if f.g.Upstreams().Get("robot").AsksInResults() {
+		t.Fatal("after the reload the server still speaks 2026-07-28")
 	}
 }

@@ -325,7 +325,7 @@ func (g *Gateway) handleCall(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	// session; a multi-round-trip continuation is passed on.
 	o := g.origin(ctx, req)
 	o.InputResponses, o.RequestState = req.Params.InputResponses, req.Params.RequestState
-	if asksInResults(req) {
+	if g.needsBridge(req) {
 		return g.callSuspendable(ctx, c, o)
 	}
 	ctx = upstream.WithOrigin(ctx, o)
@@ -431,7 +431,7 @@ func (g *Gateway) syncServer(cat *Catalog, force string) {
 		if prev, ok := g.served[t.Public]; ok && string(prev) == string(def) && (force == "" || t.Server != force) {
 			continue
 		}
-		if err := addTool(g.server, t.Definition, g.handleCall); err != nil {
+		if err := sdkAdd(func() { g.server.AddTool(t.Definition, g.handleCall) }); err != nil {
 			g.log.Error("tool left out of the catalog", "server", t.Server, "tool", t.Upstream, "reason", err.Error())
 			keep[t.Public] = false
 			continue
@@ -450,15 +450,16 @@ func (g *Gateway) syncServer(cat *Catalog, force string) {
 	}
 }
 
-// addTool registers a tool, turning the SDK's panics on definitions it rejects into errors so
-// that an upstream's definition can never crash the gateway.
-func addTool(s *mcp.Server, t *mcp.Tool, h mcp.ToolHandler) (err error) {
+// sdkAdd runs add, a registration with the MCP server (a tool, resource, template or prompt),
+// turning the SDK's panics on definitions it rejects into errors so that an upstream's
+// definition can never crash the gateway.
+func sdkAdd(add func()) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("the MCP SDK rejects its definition: %v", r)
 		}
 	}()
-	s.AddTool(t, h)
+	add()
 	return nil
 }
 

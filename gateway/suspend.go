@@ -144,9 +144,19 @@ func (c *continuations) remove(p *suspended) {
 	}
 }
 
-// asksInResults reports whether the client takes input only in results (MCP 2026-07-28 on).
-func asksInResults(req *mcp.CallToolRequest) bool {
-	return req.ProtocolVersion() >= "2026-07-28"
+// needsBridge reports whether a call needs the bridge: the client takes input only in results
+// (MCP 2026-07-28 on) and the tool's server may send requests mid-call (an older revision, or
+// not ready yet). Built-in tools and unknown names never ask for anything.
+func (g *Gateway) needsBridge(req *mcp.CallToolRequest) bool {
+	if req.ProtocolVersion() < "2026-07-28" {
+		return false
+	}
+	t, ok := g.Resolve(req.Params.Name)
+	if !ok {
+		return false
+	}
+	u, ok := t.Dispatcher.(*upstream.Upstream)
+	return ok && !u.AsksInResults()
 }
 
 // callSuspendable runs a governed call whose upstream requests go to the client as input
