@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"iter"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,7 +155,8 @@ func TestFeatures(t *testing.T) {
 		}, false},
 		{"stdio_2025-11-25", func(t *testing.T, opts *mcp.ClientOptions) (*mcp.ClientSession, *mcp.ClientSession) {
 			cfg, _ := writeConfig(t, featuresConfig)
-			return connectStdioVersion(t, cfg, opts, "2025-11-25"), nil
+			cs, _ := connectStdioAt(t, cfg, opts, "2025-11-25")
+			return cs, nil
 		}, false},
 		// Over stateless streamable HTTP the SDK client speaks 2026-07-28 (server/discover): the
 		// older server's sampling and elicitation reach it as input requests in results.
@@ -200,68 +202,38 @@ func TestFeatures(t *testing.T) {
 	}
 }
 
-// connectStdioVersion is connectStdio with the protocol version the client asks for.
-func connectStdioVersion(t *testing.T, cfg string, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.Command(gatewayBin, "serve", "-c", cfg, "--stdio")
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-client", Version: "1"}, opts)
-	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: version})
-	if err != nil {
-		t.Fatalf("connect over stdio: %v\n%s", err, stderr.String())
-	}
-	t.Cleanup(func() {
-		cs.Close()
-		if t.Failed() {
-			t.Logf("gateway stderr:\n%s", stderr.String())
-		}
-	})
-	return cs
-}
-
 func ctxFor(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func listResources(t *testing.T, cs *mcp.ClientSession) map[string]*mcp.Resource {
+// collect gathers a paginated list by key, failing the test on an error.
+func collect[T any](t *testing.T, method string, items iter.Seq2[T, error], key func(T) string) map[string]T {
 	t.Helper()
-	out := map[string]*mcp.Resource{}
-	for r, err := range cs.Resources(ctxFor(t), nil) {
+	out := map[string]T{}
+	for it, err := range items {
 		if err != nil {
-			t.Fatalf("resources/list: %v", err)
+			t.Fatalf("%s: %v", method, err)
 		}
-		out[r.URI] = r
+		out[key(it)] = it
 	}
 	return out
+}
+
+func listResources(t *testing.T, cs *mcp.ClientSession) map[string]*mcp.Resource {
+	t.Helper()
+	return collect(t, "resources/list", cs.Resources(ctxFor(t), nil), func(r *mcp.Resource) string { return r.URI })
 }
 
 func listTemplates(t *testing.T, cs *mcp.ClientSession) map[string]*mcp.ResourceTemplate {
 	t.Helper()
-	out := map[string]*mcp.ResourceTemplate{}
-	for r, err := range cs.ResourceTemplates(ctxFor(t), nil) {
-		if err != nil {
-			t.Fatalf("resources/templates/list: %v", err)
-		}
-		out[r.URITemplate] = r
-	}
-	return out
+	return collect(t, "resources/templates/list", cs.ResourceTemplates(ctxFor(t), nil), func(r *mcp.ResourceTemplate) string { return r.URITemplate })
 }
 
 func listPrompts(t *testing.T, cs *mcp.ClientSession) map[string]*mcp.Prompt {
 	t.Helper()
-	out := map[string]*mcp.Prompt{}
-	for p, err := range cs.Prompts(ctxFor(t), nil) {
-		if err != nil {
-			t.Fatalf("prompts/list: %v", err)
-		}
-		out[p.Name] = p
-	}
-	return out
+	return collect(t, "prompts/list", cs.Prompts(ctxFor(t), nil), func(p *mcp.Prompt) string { return p.Name })
 }
 
 func checkResources(t *testing.T, cs, direct *mcp.ClientSession) {

@@ -232,13 +232,20 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // connectStdio starts `mcp-gateway serve -c cfg --stdio` as the client's child process.
 func connectStdio(t *testing.T, cfg string, opts *mcp.ClientOptions) (*mcp.ClientSession, *syncBuffer) {
 	t.Helper()
+	return connectStdioAt(t, cfg, opts, "")
+}
+
+// connectStdioAt is connectStdio with the protocol version the client asks for ("" for the
+// SDK's newest).
+func connectStdioAt(t *testing.T, cfg string, opts *mcp.ClientOptions, version string) (*mcp.ClientSession, *syncBuffer) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.Command(gatewayBin, "serve", "-c", cfg, "--stdio")
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-client", Version: "1"}, opts)
-	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("connect over stdio: %v\n%s", err, stderr.String())
 	}

@@ -178,31 +178,26 @@ func (c *config) run() int {
 	fmt.Fprintf(&md, "Run on %s with Go SDK %s (everything-server, everything-client).\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), c.goSDKVersion())
 	var problems []string
-	for _, r := range serverRuns {
-		if !c.wants(r.name) {
-			continue
-		}
-		t, err := c.serverRun(r)
+	report := func(name string, t *table, err error) {
 		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", r.name, err))
-			fmt.Fprintf(&md, "\n### %s\n\nDid not complete: %v\n", r.name, err)
-			continue
+			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
+			fmt.Fprintf(&md, "\n### %s\n\nDid not complete: %v\n", name, err)
+			return
 		}
 		md.WriteString(t.markdown())
 		problems = append(problems, t.problems()...)
 	}
+	for _, r := range serverRuns {
+		if c.wants(r.name) {
+			t, err := c.serverRun(r)
+			report(r.name, t, err)
+		}
+	}
 	for _, r := range clientRuns {
-		if !c.wants("client") && !c.wants(r.name) {
-			continue
+		if c.wants("client") || c.wants(r.name) {
+			t, err := c.clientRun(r)
+			report(r.name, t, err)
 		}
-		t, err := c.clientRun(r)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", r.name, err))
-			fmt.Fprintf(&md, "\n### %s\n\nDid not complete: %v\n", r.name, err)
-			continue
-		}
-		md.WriteString(t.markdown())
-		problems = append(problems, t.problems()...)
 	}
 	if err := os.WriteFile(filepath.Join(c.out, "conformance.md"), []byte(md.String()), 0o644); err != nil {
 		fatal(err)
