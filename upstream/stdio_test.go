@@ -44,8 +44,8 @@ func TestStdioDiscoveryAndCall(t *testing.T) {
 	if u.State() != Ready || u.LastError() != "" {
 		t.Fatalf("state %s, last error %q; want ready", u.State(), u.LastError())
 	}
-	// Four tools over pages of two, without the one added later.
-	if got, want := *firstList.Load(), []string{"crash", "echo", "slow", "spawn_child"}; !reflect.DeepEqual(sorted(got), want) {
+	// Five tools over pages of two, without the one added later.
+	if got, want := *firstList.Load(), []string{"caps", "crash", "echo", "slow", "spawn_child"}; !reflect.DeepEqual(sorted(got), want) {
 		t.Errorf("first discovery = %v, want %v", got, want)
 	}
 
