@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -106,7 +107,23 @@ func (d *decoder) checkGateway(g *Gateway, dir string) {
 
 func (d *decoder) checkAudit(a *Audit) {
 	src := d.src[a]
-	if src == nil || !src.given("redact_keys") {
+	if src == nil {
+		src = &source{}
+	}
+	loc := location{path: "audit"}
+	switch {
+	case !src.has("commit_timeout"):
+		a.CommitTimeout = Duration(DefaultCommitTimeout)
+	case src.valid("commit_timeout") && (a.CommitTimeout < Duration(100*time.Millisecond) || a.CommitTimeout > Duration(time.Minute)):
+		d.errorf(src.valueLine("commit_timeout"), loc.field("commit_timeout"), "must be from 100ms to 1m, got %s; a caller is held this long when the disk does not answer", time.Duration(a.CommitTimeout))
+	}
+	switch {
+	case !src.has("min_free_bytes"):
+		a.MinFreeBytes = DefaultMinFreeBytes
+	case src.valid("min_free_bytes") && a.MinFreeBytes < 0:
+		d.errorf(src.valueLine("min_free_bytes"), loc.field("min_free_bytes"), "must not be negative; write 0 to turn the free-space check off")
+	}
+	if !src.given("redact_keys") {
 		a.RedactKeys = append([]string(nil), DefaultRedactKeys...)
 		return
 	}

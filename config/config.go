@@ -111,7 +111,19 @@ type Audit struct {
 	// RedactKeys are argument keys whose values never reach the audit log: a key matches when,
 	// lower-cased, it contains one of these. The log keeps a digest of the original arguments.
 	RedactKeys []string `yaml:"redact_keys" json:"redact_keys,omitempty" jsonschema:"description=Argument keys (case-insensitive substrings) whose values are replaced by [REDACTED] in the audit log (default: password passwd secret token api_key apikey authorization credential private_key)."`
+	// CommitTimeout bounds every wait on the state file: a call whose record is not on disk
+	// within it is answered audit_unavailable instead of being held.
+	CommitTimeout Duration `yaml:"commit_timeout" json:"commit_timeout,omitempty" jsonschema:"type=string,description=Longest a call waits for its audit record to reach the disk before it is answered audit_unavailable such as 5s (default 5s)."`
+	// MinFreeBytes is the free space the state directory's filesystem must keep; below it
+	// every call is refused (audit_unavailable) before anything is sent. 0 disables the check.
+	MinFreeBytes int64 `yaml:"min_free_bytes" json:"min_free_bytes,omitempty" jsonschema:"minimum=0,description=Free bytes the state directory's filesystem must keep; below it calls are refused before dispatch with audit_unavailable; 0 turns the check off (default 16777216)."`
 }
+
+// DefaultCommitTimeout is audit.commit_timeout when the file does not set it.
+const DefaultCommitTimeout = 5 * time.Second
+
+// DefaultMinFreeBytes is audit.min_free_bytes when the file does not set it.
+const DefaultMinFreeBytes = 16 << 20
 
 // ToolOverride adjusts one upstream tool.
 type ToolOverride struct {

@@ -38,6 +38,7 @@ var gatewayMetrics = map[string]gatewayMetric{
 	"mcp_gateway_upstream_restarts_total":      {labels: []string{"server"}},
 	"mcp_gateway_audit_write_duration_seconds": {histogram: true},
 	"mcp_gateway_audit_records_total":          {},
+	"mcp_gateway_audit_available":              {},
 	"mcp_gateway_policy_decisions_total":       {labels: []string{"rule", "effect", "mode"}},
 	"mcp_gateway_policy_rule_errors_total":     {labels: []string{"rule"}},
 	"mcp_gateway_approvals_pending":            {},
@@ -167,6 +168,7 @@ func TestAlertRules(t *testing.T) {
 		{"McpGatewayApprovalWaiting", "mcp_gateway_approvals_pending", "10m", ""},
 		{"McpGatewayGuardBlocksSpiking", `mcp_gateway_guard_findings_total{action="block"`, "", ""},
 		{"McpGatewayAuditWritesSlow", "mcp_gateway_audit_write_duration_seconds_bucket", "", ""},
+		{"McpGatewayAuditUnavailable", "mcp_gateway_audit_available", "0m", "page"},
 	} {
 		got, ok := alerts[want.alert]
 		switch {

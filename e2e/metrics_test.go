@@ -64,6 +64,7 @@ servers:
 		{"mcp_gateway_upstream_up", []string{"server=robot"}, 1},
 		{"mcp_gateway_upstream_up", []string{"server=cam"}, 1},
 		{"mcp_gateway_upstream_restarts_total", []string{"server=robot"}, 0},
+		{"mcp_gateway_audit_available", nil, 1},
 	} {
 		if got, ok := m.value(c.name, c.labels...); !ok || got != c.want {
 			t.Errorf("%s%v = %v (found: %v), want %v", c.name, c.labels, got, ok, c.want)

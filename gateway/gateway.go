@@ -202,9 +202,10 @@ func (g *Gateway) buildChain(cfg *config.Config, engine *policies.Engine, sets *
 		Label:     func(c *governor.Call, label string) { g.sessions.label(c.Session, label) },
 	}
 	steps = append(steps,
-		governor.Audit(st.Audit(), redact),
+		governor.Audit(st, redact, g.log),
 		governor.Log(g.log),
 		governor.Resolve(g),
+		governor.CheckStore(st.Available),
 		governor.CheckLockout(lockouts),
 		governor.Validate(redact),
 		governor.GuardCall(sets.ToolCall, guarding),
@@ -252,9 +253,15 @@ func (g *Gateway) Resolve(name string) (*governor.Tool, bool) { return g.catalog
 // MCPServer is the MCP server agents connect to.
 func (g *Gateway) MCPServer() *mcp.Server { return g.server }
 
-// Ready reports whether every upstream is up and listed, and if not, which are not and why.
+// Ready reports whether every upstream is up and listed and the state file takes writes, and if
+// not, what is waiting and why.
 func (g *Gateway) Ready() (bool, []string) {
 	var waiting []string
+	if st := g.opts.Store; st != nil {
+		if err := st.Available(); err != nil {
+			waiting = append(waiting, "state file: "+err.Error()+"; every call is refused (audit_unavailable) until it takes writes")
+		}
+	}
 	for _, u := range g.ups.All() {
 		if u.State() != upstream.Ready || u.Tools() == nil {
 			why := u.LastError()

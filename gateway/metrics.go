@@ -48,6 +48,7 @@ type stateCollector struct {
 	restarts *prometheus.Desc
 	lockout  *prometheus.Desc
 	pending  *prometheus.Desc
+	audit    *prometheus.Desc
 }
 
 func registerGatewayMetrics(reg prometheus.Registerer, g *Gateway) {
@@ -61,6 +62,8 @@ func registerGatewayMetrics(reg prometheus.Registerer, g *Gateway) {
 			"1 while physical actions on the server are locked out awaiting an operator, 0 otherwise.", []string{"server"}, nil),
 		pending: prometheus.NewDesc(governor.Namespace+"_approvals_pending",
 			"Calls waiting for an operator's approval.", nil, nil),
+		audit: prometheus.NewDesc(governor.Namespace+"_audit_available",
+			"1 while the state file takes writes; 0 while it does not (disk full, I/O error, a write that does not complete) and every call is refused with audit_unavailable.", nil, nil),
 	})
 }
 
@@ -69,6 +72,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.restarts
 	ch <- c.lockout
 	ch <- c.pending
+	ch <- c.audit
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -89,6 +93,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	if st != nil {
+		available := 1.0
+		if st.Available() != nil {
+			available = 0
+		}
+		ch <- prometheus.MustNewConstMetric(c.audit, prometheus.GaugeValue, available)
 		if pending, err := st.ListApprovals(store.ApprovalPending); err == nil {
 			ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(len(pending)))
 		}

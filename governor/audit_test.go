@@ -41,7 +41,7 @@ func TestAuditRecordsEveryCall(t *testing.T) {
 	srv := &fakeServer{do: func(context.Context, string, json.RawMessage) (*mcp.CallToolResult, error) { return ok("done") }}
 	cfg := &config.Server{Name: "arm", CallTimeoutSec: 1}
 	tools := catalog{"arm__pick": {Public: "arm__pick", Server: "arm", Upstream: "pick", ServerConfig: cfg, Dispatcher: srv}}
-	h := Chain(Dispatch(), Audit(st.Audit(), NewRedactor([]string{"token"})), Resolve(tools), CheckResult())
+	h := Chain(Dispatch(), Audit(st, NewRedactor([]string{"token"}), quiet), Resolve(tools), CheckResult())
 	h.Handle(context.Background(), &Call{ID: "a", Name: "arm__pick", Args: json.RawMessage(`{"token":"s3cr3t-value","x":1}`), Principal: "planner", Session: "s1", Start: time.Now()})
 	h.Handle(context.Background(), &Call{ID: "b", Name: "arm__fly", Args: json.RawMessage(`{}`), Start: time.Now()})
 	if err := st.Audit().Flush(context.Background()); err != nil {
@@ -108,7 +108,7 @@ func TestValidationReasonNeverQuotesRedactedValues(t *testing.T) {
 	srv := &fakeServer{do: func(context.Context, string, json.RawMessage) (*mcp.CallToolResult, error) { return ok("open") }}
 	tools := catalog{"door__open": {Public: "door__open", Server: "door", Upstream: "open", Schema: schema,
 		ServerConfig: &config.Server{Name: "door", CallTimeoutSec: 1}, Dispatcher: srv}}
-	h := Chain(Dispatch(), Audit(st.Audit(), redact), Resolve(tools), Validate(redact), CheckResult())
+	h := Chain(Dispatch(), Audit(st, redact, quiet), Resolve(tools), Validate(redact), CheckResult())
 	out := h.Handle(context.Background(), &Call{Name: "door__open", Args: json.RawMessage(`{"password":"hunter2-SECRET","code":7}`), Start: time.Now()})
 	if out.Kind != KindInvalidArguments || strings.Contains(out.Reason, "hunter2") || !strings.Contains(out.Reason, Redacted) {
 		t.Fatalf("reason: %s", out.Reason)
@@ -120,4 +120,111 @@ func TestValidationReasonNeverQuotesRedactedValues(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestAnswerWaitsForItsRecord: when a call returns, its record is already committed, and a
+// physical call's journal entry went with it; nothing needs flushing.
+func TestAnswerWaitsForItsRecord(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(dir, store.Options{AuditBatch: time.Hour}) // a lazy writer would hold records back
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &fakeServer{do: func(context.Context, string, json.RawMessage) (*mcp.CallToolResult, error) { return ok("done") }}
+	cfg := &config.Server{Name: "arm", Physical: true, CallTimeoutSec: 1}
+	tools := catalog{"arm__pick": {Public: "arm__pick", Server: "arm", Upstream: "pick", ServerConfig: cfg, Dispatcher: srv}}
+	h := Chain(Dispatch(), Audit(st, NewRedactor(nil), quiet), Resolve(tools), CheckStore(st.Available), CheckResult(), LockOnUnknown(st, st.Audit(), quiet))
+	out := h.Handle(context.Background(), &Call{ID: "p1", Name: "arm__pick", Args: json.RawMessage(`{}`), Start: time.Now()})
+	if out.Kind != "" {
+		t.Fatalf("outcome: %+v", out)
+	}
+	// Reopen the file read-only beside the running store's last commit: the record is there and
+	// no journal entry is left, so a kill now would neither lose the call nor lock out.
+	var n int
+	st.AuditScan(store.AuditFilter{}, func(r store.Record) bool { n++; return r.CallID != "p1" })
+	if n != 1 {
+		t.Fatalf("the answered call's record is not committed (%d records)", n)
+	}
+	st.Close()
+	ro, err := store.Open(dir, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if lo := ro.Lockouts(); len(lo) != 0 {
+		t.Fatalf("a finished physical call left its journal entry behind: %+v", lo)
+	}
+}
+
+// failingStore is a real store whose Available reports failure from a moment on, to put a disk
+// failure between dispatch and the record.
+type failingStore struct {
+	*store.Store
+	fail func() bool
+}
+
+func (f failingStore) Available() error {
+	if f.fail() {
+		return &store.UnavailableError{Cause: "the disk is full (test)", Since: time.Now()}
+	}
+	return nil
+}
+
+func TestUnavailableStateFileFailsClosed(t *testing.T) {
+	st := openStore(t)
+	failing := false
+	fs := failingStore{Store: st, fail: func() bool { return failing }}
+	srv := &fakeServer{do: func(context.Context, string, json.RawMessage) (*mcp.CallToolResult, error) { return ok("moved") }}
+	arm := &config.Server{Name: "arm", Physical: true, CallTimeoutSec: 1}
+	cam := &config.Server{Name: "cam", CallTimeoutSec: 1}
+	tools := catalog{
+		"arm__pick": {Public: "arm__pick", Server: "arm", Upstream: "pick", ServerConfig: arm, Dispatcher: srv},
+		"cam__snap": {Public: "cam__snap", Server: "cam", Upstream: "snap", ServerConfig: cam, Dispatcher: srv},
+	}
+	h := Chain(Dispatch(), Audit(fs, NewRedactor(nil), quiet), Resolve(tools), CheckStore(fs.Available), CheckResult(), LockOnUnknown(st, st.Audit(), quiet))
+	call := func(name string) *Outcome {
+		return h.Handle(context.Background(), &Call{ID: "c-" + name, Name: name, Args: json.RawMessage(`{}`), Start: time.Now()})
+	}
+
+	failing = true
+	for _, name := range []string{"arm__pick", "cam__snap", "arm__nope"} {
+		out := call(name)
+		if out.Kind != KindAuditUnavailable || !strings.Contains(out.Reason, "nothing was sent to any server") && !strings.Contains(out.Reason, "was not sent to any server") {
+			t.Fatalf("%s on an unavailable store: %+v", name, out)
+		}
+		if !strings.Contains(out.Reason, "the disk is full") {
+			t.Errorf("%s: the reason does not say what failed: %s", name, out.Reason)
+		}
+	}
+	if srv.calls != 0 {
+		t.Fatalf("%d calls reached a server while the state file was unavailable", srv.calls)
+	}
+
+	// The disk fails while a physical call runs: the result is withheld, the call said to have
+	// run, and the server locked out because its outcome is not on record.
+	failing = false
+	srv.do = func(context.Context, string, json.RawMessage) (*mcp.CallToolResult, error) {
+		failing = true
+		return ok("moved")
+	}
+	out := call("arm__pick")
+	if out.Kind != KindAuditUnavailable || !strings.Contains(out.Reason, "Do not repeat the call: it ran") || !strings.Contains(out.Reason, "locked out") {
+		t.Fatalf("a physical call whose record failed: %+v", out)
+	}
+	if strings.Contains(textOf(out.Result), "moved") {
+		t.Fatalf("the unrecorded result was passed on: %s", textOf(out.Result))
+	}
+	if _, locked := st.Lockout("arm"); !locked {
+		t.Fatal("a physical call without a record did not lock out")
+	}
+}
+
+func textOf(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
 }

@@ -64,7 +64,7 @@ func benchmarkChain(b *testing.B, physical bool) {
 		ServerConfig: &config.Server{Name: "arm", Physical: physical, CallTimeoutSec: 300, TimeoutArgumentMarginSec: 60}, Dispatcher: srv}}
 	h := Chain(Dispatch(),
 		NewMetrics(prometheus.NewRegistry()).Observe(),
-		Audit(st.Audit(), NewRedactor(config.DefaultRedactKeys)),
+		Audit(st, NewRedactor(config.DefaultRedactKeys), quiet),
 		Log(quiet),
 		Resolve(tools),
 		CheckLockout(NewLockouts(st, config.LockoutGlobal)),

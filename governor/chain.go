@@ -36,6 +36,9 @@ type Call struct {
 	Tool *Tool
 	// Dispatched is set once the call has been handed to its server.
 	Dispatched bool
+	// Journaled is set once a physical call has its crash-journal entry on disk; the audit
+	// step removes the entry in the transaction that writes the call's record.
+	Journaled bool
 	// Decision is the policy decision as "effect:rule" ("" before the policy step), for the
 	// audit record.
 	Decision string

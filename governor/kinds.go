@@ -41,6 +41,10 @@ const (
 	KindModelRefusal Kind = "model_refusal"
 	// KindCancelled: the caller cancelled the call before it finished.
 	KindCancelled Kind = "cancelled"
+	// KindAuditUnavailable: the state file is not taking writes (disk full, I/O error), so the
+	// call could not be recorded: it is refused before anything is sent, or, if it had already
+	// run, its result is withheld.
+	KindAuditUnavailable Kind = "audit_unavailable"
 )
 
 // Outcome labels for calls that did not fail in the gateway. They appear in metrics and audit

@@ -101,43 +101,35 @@ func (l *Lockouts) Admit(physical func(server string) bool) func(server string) 
 type LockoutJournal interface {
 	store.LockoutStore
 	BeginPhysical(l store.Lockout) error
-	EndPhysical(callID string) error
-}
-
-// endPhysical closes a call's journal entry. If that fails the entry stays, and the next start
-// locks the server out: the safe side.
-func endPhysical(ls LockoutJournal, callID string, logger *slog.Logger) {
-	if err := ls.EndPhysical(callID); err != nil {
-		logger.Error("journal entry of a finished physical call not removed; the next start will lock its server out", "call", callID, "error", err)
-	}
 }
 
 // LockOnUnknown wraps dispatch (steps 6 and 7): when a call on a physical server ends with an
-// unknown outcome, the lockout is committed to the state file and an audit record written,
-// both before the failure returns. Every physical call is journaled before it is sent and the
-// entry removed once its outcome is known, so that a gateway killed mid-call still locks out
-// at its next start. If the lockout cannot be stored, the failure says so, since
-// the robot is then unprotected after a restart.
+// unknown outcome, the lockout is put in force and committed to the state file, and its audit
+// record queued ahead of the call's, before the failure returns. Every physical call is
+// journaled before it is sent; the entry is removed in the transaction that writes the call's
+// audit record (the audit step), so that a gateway killed at any moment leaves either the record
+// or the entry, and the next start locks out for an entry. If the lockout cannot be written, it
+// stays in force in memory and is written when the disk allows; the failure says so.
 func LockOnUnknown(ls LockoutJournal, audit store.AuditLog, logger *slog.Logger) Step {
 	return func(next Handler) Handler {
 		return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
 			if !c.Tool.Physical() {
 				return next.Handle(ctx, c)
 			}
-			// Journal the call first: if the gateway dies before the outcome is known, the next
-			// start finds the entry and locks the server out (store.Open).
+			// Journal the call first: if the gateway dies before the outcome is recorded, the
+			// next start finds the entry and locks the server out (store.Open).
 			entry := store.Lockout{Server: c.Tool.Server, Tool: c.Name, CallID: c.ID, Principal: c.Principal, Session: c.Session, At: time.Now()}
 			if err := ls.BeginPhysical(entry); err != nil {
 				logger.Error("physical call not sent: it could not be journaled in the state file", "server", entry.Server, "call", c.ID, "error", err)
-				return Refuse(KindUpstreamUnavailable, fmt.Sprintf(
-					"the call to %s was not sent: the gateway could not journal it in its state file (%v), and it sends no physical action it could not account for after a crash. Tell the operator.", c.Name, err))
+				return Refuse(KindAuditUnavailable, fmt.Sprintf(
+					"the call to %s was not sent to any server: the gateway could not journal it in its state file (%v), and it sends no physical action it could not account for after a crash. "+
+						"Tell the operator: the state file's disk must be fixed; calls work again without a restart once it takes writes.", c.Name, err))
 			}
+			c.Journaled = true
 			out := next.Handle(ctx, c)
 			if !out.Unknown {
-				endPhysical(ls, c.ID, logger)
 				return out
 			}
-			defer endPhysical(ls, c.ID, logger)
 			lo := store.Lockout{
 				Server:    c.Tool.Server,
 				Tool:      c.Name,
@@ -147,26 +139,27 @@ func LockOnUnknown(ls LockoutJournal, audit store.AuditLog, logger *slog.Logger)
 				Reason:    out.Reason,
 				At:        time.Now(),
 			}
+			stored := ""
 			if err := ls.PutLockout(lo); err != nil {
-				logger.Error("LOCKOUT NOT STORED: the robot's state is unknown and the gateway could not record the lockout",
+				logger.Error("LOCKOUT NOT YET ON DISK: it is in force in memory and written when the state file allows",
 					"server", lo.Server, "tool", lo.Tool, "call", lo.CallID, "error", err)
-				return Refuse(KindExecutionStatusUnknown, out.Reason+
-					" The gateway could not record the lockout (state file error), so stop sending physical actions and tell the operator.")
+				stored = " The lockout is in force but not yet written to the state file (" + err.Error() + "); it is written as soon as the disk allows."
 			}
 			if current, ok := ls.Lockout(lo.Server); ok {
 				lo = current // an earlier lockout of this server stays the one on record
 			}
-			rec := store.Record{
+			// Queued ahead of the call's own record, which the caller waits for: both are on disk
+			// before the failure leaves the gateway.
+			if !audit.Append(store.Record{
 				Type: store.RecordLockout, Principal: c.Principal, Session: c.Session,
 				Server: lo.Server, Tool: c.Name, CallID: c.ID, Kind: string(out.Kind), Reason: out.Reason,
-			}
-			if _, err := audit.AppendSync(context.WithoutCancel(ctx), rec); err != nil {
-				logger.Error("audit record of a lockout not written", "server", lo.Server, "call", c.ID, "error", err)
+			}) {
+				logger.Error("audit record of a lockout not queued", "server", lo.Server, "call", c.ID)
 			}
 			logger.Warn("physical server locked out: an operator must inspect the robot and unlock it",
 				"server", lo.Server, "tool", c.Name, "call", c.ID, "kind", out.Kind)
-			locked := Refuse(KindExecutionStatusUnknown, fmt.Sprintf("%s Physical actions on server %s are now locked out. %s",
-				out.Reason, lo.Server, operatorMust(lo.Server)))
+			locked := Refuse(KindExecutionStatusUnknown, fmt.Sprintf("%s Physical actions on server %s are now locked out. %s%s",
+				out.Reason, lo.Server, operatorMust(lo.Server), stored))
 			locked.Unknown = true
 			return locked
 		})

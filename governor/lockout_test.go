@@ -38,7 +38,9 @@ func lockoutChain(st *store.Store, scope string, srv *fakeServer) Handler {
 		"cam__snap":  {Public: "cam__snap", Server: "cam", Upstream: "snap", ServerConfig: cam, Dispatcher: srv},
 	}
 	return Chain(Dispatch(),
+		Audit(st, NewRedactor(nil), quiet),
 		Resolve(tools),
+		CheckStore(st.Available),
 		CheckLockout(NewLockouts(st, scope)),
 		CheckResult(),
 		LockOnUnknown(st, st.Audit(), quiet),
@@ -95,7 +97,7 @@ func TestTimeoutLocksOutPhysicalServers(t *testing.T) {
 			if srv.calls != wantCalls {
 				t.Fatalf("refused calls reached the upstream: %d calls, want %d", srv.calls, wantCalls)
 			}
-			// The lockout has its audit record, written synchronously.
+			// The lockout has its audit record, on disk before the failure returned.
 			var kinds []string
 			st.AuditScan(store.AuditFilter{Type: store.RecordLockout}, func(r store.Record) bool {
 				kinds = append(kinds, r.Server+":"+r.Kind)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -52,18 +53,27 @@ type Record struct {
 	Detail map[string]any `json:",omitempty"`
 	Prev   string
 	Hash   string
+
+	// EndsCall, when set, is the call id of a physical call's journal entry (BeginPhysical):
+	// it is removed in the transaction that writes this record, so that at every moment the
+	// call has either its journal entry or its record on disk. Not stored.
+	EndsCall string `json:"-"`
 }
 
 // AuditLog appends records to the hash-chained audit log through one group-committing writer.
 type AuditLog interface {
-	// Append queues r and returns without waiting for disk. It blocks only while the queue is
-	// full; a record is never dropped. The writer assigns Seq, Time, Prev and Hash, and reads
-	// r.Args and r.Detail later: the caller must not change them after handing them over.
-	Append(r Record)
+	// Append queues r and returns without waiting for disk or for room in the queue. It
+	// returns false when r was not queued (the queue is full because the disk is not taking
+	// writes, or the log is closed); the caller must then say so. The writer assigns Seq,
+	// Time, Prev and Hash, and reads r.Args and r.Detail later: the caller must not change them
+	// after handing them over.
+	Append(r Record) bool
 	// AppendSync queues r and waits until the transaction holding it is committed, returning
-	// the record as stored. If ctx ends first, the record is still written; the error is ctx's.
+	// the record as stored. The wait is bounded by ctx and by the store's commit timeout,
+	// whichever ends first; a record that was queued is still written later, and the error
+	// wraps ErrUnavailable or is ctx's.
 	AppendSync(ctx context.Context, r Record) (Record, error)
-	// Flush waits until every record appended before it is committed.
+	// Flush waits until every record appended before it is committed, bounded like AppendSync.
 	Flush(ctx context.Context) error
 }
 
@@ -114,6 +124,9 @@ type auditLog struct {
 	done chan struct{} // closed by the writer when it exits
 	tail chainTail     // owned by the writer goroutine
 	lost error         // records given up at close; read after done
+
+	// retrying is set while a batch the disk refused waits to be written again.
+	retrying atomic.Bool
 }
 
 func newAuditLog(s *Store, tail chainTail, wait time.Duration) *auditLog {
@@ -135,21 +148,45 @@ func newAuditLog(s *Store, tail chainTail, wait time.Duration) *auditLog {
 }
 
 // Append implements [AuditLog].
-func (a *auditLog) Append(r Record) {
+func (a *auditLog) Append(r Record) bool {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	if a.closed {
 		a.s.log.Error("audit record appended to a closed or read-only state store; it is not written",
 			"type", r.Type, "server", r.Server, "tool", r.Tool, "call_id", r.CallID, "action", r.Action)
-		return
+		return false
 	}
-	a.queue <- auditItem{rec: r}
+	select {
+	case a.queue <- auditItem{rec: r}:
+		return true
+	default:
+		a.s.log.Error("audit record not queued: the queue is full because the state file is not taking writes",
+			"type", r.Type, "server", r.Server, "tool", r.Tool, "call_id", r.CallID, "action", r.Action)
+		return false
+	}
 }
 
 // AppendSync implements [AuditLog].
 func (a *auditLog) AppendSync(ctx context.Context, r Record) (Record, error) {
 	res, err := a.enqueueWait(ctx, auditItem{rec: r, done: make(chan auditResult, 1)})
 	return res.rec, err
+}
+
+// bounded is ctx limited to the store's commit timeout.
+func (a *auditLog) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, a.s.commitTimeout, errCommitTimeout)
+}
+
+// waitError is the error of a wait that ended before its transaction committed: the store's
+// state if it is unavailable, the commit timeout, or the caller's own cancellation.
+func (a *auditLog) waitError(ctx context.Context) error {
+	if err := a.s.Available(); err != nil {
+		return err
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, errCommitTimeout) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, cause)
+	}
+	return ctx.Err()
 }
 
 // Flush implements [AuditLog].
@@ -162,6 +199,8 @@ func (a *auditLog) Flush(ctx context.Context) error {
 }
 
 func (a *auditLog) enqueueWait(ctx context.Context, it auditItem) (auditResult, error) {
+	ctx, cancel := a.bounded(ctx)
+	defer cancel()
 	a.mu.RLock()
 	if a.closed {
 		a.mu.RUnlock()
@@ -175,13 +214,13 @@ func (a *auditLog) enqueueWait(ctx context.Context, it auditItem) (auditResult, 
 		a.mu.RUnlock()
 	case <-ctx.Done():
 		a.mu.RUnlock()
-		return auditResult{}, ctx.Err()
+		return auditResult{}, a.waitError(ctx)
 	}
 	select {
 	case res := <-it.done:
 		return res, res.err
 	case <-ctx.Done():
-		return auditResult{}, ctx.Err()
+		return auditResult{}, a.waitError(ctx)
 	}
 }
 
@@ -263,9 +302,13 @@ func (a *auditLog) commit(batch []auditItem) {
 		batch[i].rec.Time = now
 	}
 	backoff := 10 * time.Millisecond
+	defer a.retrying.Store(false)
 	for {
 		start := time.Now()
+		a.s.health.commitStart.Store(start.UnixNano())
 		n, err := a.write(batch)
+		a.s.health.commitStart.Store(0)
+		a.s.noteWrite(err)
 		if err == nil {
 			if a.s.onCommit != nil && n > 0 {
 				a.s.onCommit(n, time.Since(start))
@@ -277,7 +320,9 @@ func (a *auditLog) commit(batch []auditItem) {
 			}
 			return
 		}
-		a.s.log.Error("audit log write failed; retrying", "file", a.s.path, "records", len(batch), "err", err)
+		if !a.retrying.Swap(true) {
+			a.s.log.Error("audit log write failed; calls are refused and the records kept in memory until it succeeds", "file", a.s.path, "records", len(batch), "err", err)
+		}
 		select {
 		case <-a.quit:
 			n := 0
@@ -303,6 +348,7 @@ func (a *auditLog) write(batch []auditItem) (int, error) {
 	tail := a.tail
 	keys := make([][]byte, 0, len(batch))
 	values := make([][]byte, 0, len(batch))
+	var ends []string
 	for i := range batch {
 		if batch[i].flush {
 			continue
@@ -317,6 +363,9 @@ func (a *auditLog) write(batch []auditItem) (int, error) {
 		tail = chainTail{seq: r.Seq, hash: r.Hash}
 		keys = append(keys, seqKey(r.Seq))
 		values = append(values, value)
+		if r.EndsCall != "" {
+			ends = append(ends, r.EndsCall)
+		}
 	}
 	if len(keys) == 0 {
 		return 0, nil
@@ -327,6 +376,11 @@ func (a *auditLog) write(batch []auditItem) (int, error) {
 		b.FillPercent = 1.0
 		for i := range keys {
 			if err := b.Put(keys[i], values[i]); err != nil {
+				return err
+			}
+		}
+		for _, id := range ends {
+			if err := deleteJournal(tx, id); err != nil {
 				return err
 			}
 		}

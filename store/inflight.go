@@ -14,8 +14,10 @@ import (
 var bucketInFlight = []byte("inflight")
 
 // BeginPhysical journals a physical call durably (fsync) before it is sent. Its Lockout is the
-// lockout to record if the gateway dies before EndPhysical: Server, Tool, CallID, Principal,
-// Session and At.
+// lockout to record if the gateway dies before the entry is removed: Server, Tool, CallID,
+// Principal, Session and At. The entry is removed in the transaction that writes the call's
+// audit record (Record.EndsCall), or by EndPhysical. It waits at most the commit timeout; a
+// journal write that completes after that is removed again, since its call was not sent.
 func (s *Store) BeginPhysical(l Lockout) error {
 	if l.At.IsZero() {
 		l.At = s.now()
@@ -25,12 +27,19 @@ func (s *Store) BeginPhysical(l Lockout) error {
 	if err != nil {
 		return err
 	}
-	err = s.update(func(tx *bolt.Tx) error {
+	if err := s.Available(); err != nil {
+		return fmt.Errorf("journal physical call %s on %s: %w", l.CallID, l.Server, err)
+	}
+	err = s.updateWithin(s.commitTimeout, func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketInFlight)
 		if err != nil {
 			return err
 		}
 		return b.Put([]byte(l.CallID), value)
+	}, func(err error) {
+		if err == nil {
+			_ = s.EndPhysical(l.CallID)
+		}
 	})
 	if err != nil {
 		return fmt.Errorf("journal physical call %s on %s in %s: %w", l.CallID, l.Server, s.path, err)
@@ -38,15 +47,19 @@ func (s *Store) BeginPhysical(l Lockout) error {
 	return nil
 }
 
-// EndPhysical removes a call's journal entry once its outcome is known (and any lockout it
-// caused is recorded).
+// EndPhysical removes a call's journal entry on its own, for a call whose outcome is recorded
+// elsewhere. A governed call's entry goes with its audit record instead (Record.EndsCall).
 func (s *Store) EndPhysical(callID string) error {
-	return s.update(func(tx *bolt.Tx) error {
-		if b := tx.Bucket(bucketInFlight); b != nil {
-			return b.Delete([]byte(callID))
-		}
-		return nil
-	})
+	return s.updateWithin(s.commitTimeout, func(tx *bolt.Tx) error {
+		return deleteJournal(tx, callID)
+	}, nil)
+}
+
+func deleteJournal(tx *bolt.Tx, callID string) error {
+	if b := tx.Bucket(bucketInFlight); b != nil {
+		return b.Delete([]byte(callID))
+	}
+	return nil
 }
 
 // recoverInFlight turns the journal entries a dead gateway left into lockouts: each was a

@@ -26,8 +26,10 @@ type Lockout struct {
 
 // LockoutStore keeps lockouts durably and answers the hot path from memory.
 type LockoutStore interface {
-	// PutLockout commits a lockout to disk (fsync) before it returns. If the server is already
-	// locked out, the first lockout stays and PutLockout returns nil.
+	// PutLockout puts a lockout in force and commits it to disk (fsync) before it returns. If
+	// the server is already locked out, the first lockout stays and PutLockout returns nil. If
+	// the disk does not take it, the lockout stays in force in memory, is written as soon as the
+	// disk allows, and the error says so.
 	PutLockout(l Lockout) error
 	// Lockouts returns every active lockout, oldest first, from memory: no disk read, no
 	// allocation when there are none. It is called on every tool call.
@@ -58,37 +60,80 @@ func newLockoutView(m map[string]Lockout) *lockoutView {
 	return v
 }
 
-// PutLockout implements [LockoutStore].
+// PutLockout implements [LockoutStore]. The lockout is in force in memory before the write is
+// attempted, so a disk that refuses it never lets a physical call through; when the write fails
+// or does not complete within the commit timeout, PutLockout returns an error wrapping
+// [ErrUnavailable], keeps the lockout in memory and writes it as soon as the disk allows.
 func (s *Store) PutLockout(l Lockout) error {
 	if l.Server == "" {
 		return errors.New("lockout without a server")
+	}
+	if s.readOnly {
+		return ErrReadOnly
 	}
 	if l.At.IsZero() {
 		l.At = s.now()
 	}
 	l.At = l.At.UTC()
 	s.lockMu.Lock()
-	defer s.lockMu.Unlock()
 	if _, ok := s.Lockout(l.Server); ok {
+		s.lockMu.Unlock()
 		return nil
-	}
-	value, err := json.Marshal(l)
-	if err != nil {
-		return err
-	}
-	err = s.update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketLockouts)
-		if b.Get([]byte(l.Server)) != nil {
-			return nil
-		}
-		return b.Put([]byte(l.Server), value)
-	})
-	if err != nil {
-		return fmt.Errorf("record lockout of server %s in %s: %w", l.Server, s.path, err)
 	}
 	m := maps.Clone(s.lockouts.Load().byServer)
 	m[l.Server] = l
 	s.lockouts.Store(newLockoutView(m))
+	s.pending[l.Server] = l
+	s.lockMu.Unlock()
+	if err := s.Available(); err != nil {
+		return fmt.Errorf("lockout of server %s is held in memory and will be written when the state file can be: %w", l.Server, err)
+	}
+	if err := s.writePendingLockouts(); err != nil {
+		return fmt.Errorf("lockout of server %s is held in memory and will be written when the state file can be: %w", l.Server, err)
+	}
+	return nil
+}
+
+// hasPendingLockouts reports whether a lockout in force is not on disk yet.
+func (s *Store) hasPendingLockouts() bool {
+	s.lockMu.Lock()
+	defer s.lockMu.Unlock()
+	return len(s.pending) > 0
+}
+
+// writePendingLockouts writes the lockouts held in memory only, in one transaction bounded by
+// the commit timeout. A server whose lockout is already on disk keeps the one there. It holds
+// lockMu, so that a clear cannot interleave with the write.
+func (s *Store) writePendingLockouts() error {
+	s.lockMu.Lock()
+	defer s.lockMu.Unlock()
+	if len(s.pending) == 0 {
+		return nil
+	}
+	values := make(map[string][]byte, len(s.pending))
+	for server, l := range s.pending {
+		v, err := json.Marshal(l)
+		if err != nil {
+			return err
+		}
+		values[server] = v
+	}
+	err := s.updateWithin(s.commitTimeout, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketLockouts)
+		for server, v := range values {
+			if b.Get([]byte(server)) == nil {
+				if err := b.Put([]byte(server), v); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}, nil)
+	if err != nil {
+		return fmt.Errorf("record lockouts in %s: %w", s.path, errors.Join(ErrUnavailable, err))
+	}
+	clear(s.pending)
+	s.log.Info("lockouts recorded in the state file", "servers", len(values), "file", s.path)
 	return nil
 }
 
@@ -115,7 +160,7 @@ func (s *Store) ClearLockout(server string) (Lockout, bool, error) {
 		cleared Lockout
 		found   bool
 	)
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.updateWithin(s.commitTimeout, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketLockouts)
 		v := b.Get([]byte(server))
 		if v == nil {
@@ -128,16 +173,36 @@ func (s *Store) ClearLockout(server string) (Lockout, bool, error) {
 		}
 		found = true
 		return b.Delete([]byte(server))
+	}, func(err error) {
+		if err == nil {
+			// The clear reached the disk after its caller was told it failed: memory follows
+			// the file, as the operator asked.
+			s.lockMu.Lock()
+			s.dropLockout(server)
+			s.lockMu.Unlock()
+			s.log.Warn("a lockout clear that timed out has reached the state file; the server is unlocked", "server", server)
+		}
 	})
 	if err != nil {
 		return Lockout{}, false, fmt.Errorf("clear lockout of server %s in %s: %w", server, s.path, err)
 	}
+	if l, ok := s.pending[server]; ok {
+		// Held in memory only: clearing it is what the operator asked, and nothing is on disk.
+		delete(s.pending, server)
+		cleared, found = l, true
+	}
 	if found {
-		m := maps.Clone(s.lockouts.Load().byServer)
-		delete(m, server)
-		s.lockouts.Store(newLockoutView(m))
+		s.dropLockout(server)
 	}
 	return cleared, found, nil
+}
+
+// dropLockout removes a server's lockout from the in-memory view; the caller holds lockMu.
+func (s *Store) dropLockout(server string) {
+	delete(s.pending, server)
+	m := maps.Clone(s.lockouts.Load().byServer)
+	delete(m, server)
+	s.lockouts.Store(newLockoutView(m))
 }
 
 // loadLockouts reads the lockouts bucket into the in-memory view. A value that does not parse

@@ -81,6 +81,17 @@ type Options struct {
 	// Now is the clock for audit record times, lockout times and approval expiry. Nil means
 	// time.Now.
 	Now func() time.Time
+	// CommitTimeout bounds every synchronous wait on the state file: a caller waiting for its
+	// record, a lockout or a journal entry gets an error after it, whatever the disk does.
+	// Zero means DefaultCommitTimeout.
+	CommitTimeout time.Duration
+	// MinFreeBytes is the free space the state file's filesystem must keep: below it the store
+	// reports itself unavailable (Available) before a write fails. Zero means
+	// DefaultMinFreeBytes; negative disables the check.
+	MinFreeBytes int64
+	// OnHealth, if set, is called when the store becomes unavailable (false) or available
+	// again (true). It must return quickly.
+	OnHealth func(available bool)
 }
 
 // Store is the one owner of the gateway's bbolt state file. It implements [LockoutStore],
@@ -88,17 +99,27 @@ type Options struct {
 // are safe for concurrent use.
 type Store struct {
 	path     string
+	dir      string
 	db       *bolt.DB
 	log      *slog.Logger
 	now      func() time.Time
 	readOnly bool
 	onCommit func(records int, took time.Duration)
 
-	// lockMu orders lockout writes so the in-memory view matches the file.
+	// lockMu orders lockout writes so the in-memory view matches the file. pending holds the
+	// lockouts in force that are not on disk yet (the disk refused them); the watcher writes
+	// them as soon as it can.
 	lockMu   sync.Mutex
 	lockouts atomic.Pointer[lockoutView]
+	pending  map[string]Lockout
 
 	audit *auditLog
+
+	commitTimeout time.Duration
+	health        health
+	healthHook    func(available bool)
+	watchStop     chan struct{}
+	watchDone     chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -111,11 +132,20 @@ type Store struct {
 // file must exist and nothing is created.
 func Open(dir string, opts Options) (*Store, error) {
 	s := &Store{
-		path:     filepath.Join(dir, FileName),
-		log:      opts.Logger,
-		now:      opts.Now,
-		readOnly: opts.ReadOnly,
-		onCommit: opts.OnAuditCommit,
+		path:          filepath.Join(dir, FileName),
+		dir:           dir,
+		log:           opts.Logger,
+		now:           opts.Now,
+		readOnly:      opts.ReadOnly,
+		onCommit:      opts.OnAuditCommit,
+		commitTimeout: opts.CommitTimeout,
+		healthHook:    opts.OnHealth,
+		pending:       make(map[string]Lockout),
+		watchStop:     make(chan struct{}),
+		watchDone:     make(chan struct{}),
+	}
+	if s.commitTimeout <= 0 {
+		s.commitTimeout = DefaultCommitTimeout
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -159,6 +189,16 @@ func Open(dir string, opts Options) (*Store, error) {
 		batch = defaultAuditBatch
 	}
 	s.audit = newAuditLog(s, tail, batch)
+	if opts.ReadOnly {
+		close(s.watchDone)
+	} else {
+		minFree := opts.MinFreeBytes
+		if minFree == 0 {
+			minFree = DefaultMinFreeBytes
+		}
+		s.checkSpace(minFree)
+		go s.watch(minFree)
+	}
 	return s, nil
 }
 
@@ -212,6 +252,13 @@ func (s *Store) init() error {
 	return s.viewInFlight()
 }
 
+// onHealth tells Options.OnHealth, if set.
+func (s *Store) onHealth(available bool) {
+	if s.healthHook != nil {
+		s.healthHook(available)
+	}
+}
+
 // Path is the state file's path.
 func (s *Store) Path() string { return s.path }
 
@@ -219,9 +266,20 @@ func (s *Store) Path() string { return s.path }
 // lock. Calling it again returns the first call's result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		s.closed.Store(true)
 		auditErr := s.audit.close()
-		s.closeErr = errors.Join(auditErr, s.release())
+		if !s.readOnly {
+			close(s.watchStop)
+		}
+		<-s.watchDone
+		s.writePendingLockouts()
+		s.lockMu.Lock()
+		var unwritten error
+		if len(s.pending) > 0 {
+			unwritten = fmt.Errorf("%d lockouts are held in memory only: the state file %s did not take them; they are lost at this stop, so inspect the robot before unlocking anything", len(s.pending), s.path)
+		}
+		s.lockMu.Unlock()
+		s.closed.Store(true)
+		s.closeErr = errors.Join(auditErr, unwritten, s.release())
 	})
 	return s.closeErr
 }

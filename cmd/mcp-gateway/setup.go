@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -36,7 +37,16 @@ func openGovernance(cfg *config.Config, logger *slog.Logger, stderr io.Writer) (
 		return nil, exitError{1}
 	}
 	reg := gateway.NewRegistry()
-	st, err := store.Open(cfg.Gateway.StateDir, store.Options{Logger: logger, OnAuditCommit: gateway.AuditMetrics(reg)})
+	minFree := cfg.Audit.MinFreeBytes
+	if minFree == 0 {
+		minFree = -1 // the file turned the check off
+	}
+	st, err := store.Open(cfg.Gateway.StateDir, store.Options{
+		Logger:        logger,
+		OnAuditCommit: gateway.AuditMetrics(reg),
+		CommitTimeout: time.Duration(cfg.Audit.CommitTimeout),
+		MinFreeBytes:  minFree,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("opening the state file: %w", err)
 	}
