@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"sort"
 	"sync"
@@ -14,46 +15,68 @@ import (
 
 // BenchmarkHop measures what the gateway adds to a tool call: the same call made by a client
 // directly to an upstream and through the gateway, over stdio (the simulated robot's get_scene,
-// envelope contract) and over streamable HTTP (the Go SDK conformance server's test_simple_text,
-// passthrough), at concurrency 1 and 32 on one session. It reports p50 and p99 latency per call.
+// envelope contract; at c=1 also with the robot marked physical, so each call is journaled) and
+// over streamable HTTP (the Go SDK conformance server's test_simple_text, passthrough), at
+// concurrency 1 and 32 on one session. It reports p50 and p99 latency per call.
+//
+// HOP_BASELINE names another mcp-gateway binary (an earlier commit's build) measured in the same
+// run beside this one, as "baseline", for before/after comparisons.
 //
 //	go test ./e2e -run '^$' -bench Hop -benchtime 2000x
 func BenchmarkHop(b *testing.B) {
+	gateways := [][2]string{{"gateway", gatewayBin}}
+	if base := os.Getenv("HOP_BASELINE"); base != "" {
+		gateways = append(gateways, [2]string{"baseline", base})
+	}
 	for _, conc := range []int{1, 32} {
 		b.Run(fmt.Sprintf("stdio/direct/c=%d", conc), func(b *testing.B) {
 			cs := benchStdioSession(b, exec.Command(simRobotBin, "-name", "bench-direct"))
 			runCalls(b, cs, "get_scene", conc)
 		})
-		b.Run(fmt.Sprintf("stdio/gateway/c=%d", conc), func(b *testing.B) {
-			cfg := benchConfig(b, fmt.Sprintf(`
+		for _, gw := range gateways {
+			for _, physical := range []bool{false, true} {
+				if physical && conc > 1 {
+					continue // one call at a time on a physical server
+				}
+				name := gw[0]
+				if physical {
+					name += "-physical"
+				}
+				b.Run(fmt.Sprintf("stdio/%s/c=%d", name, conc), func(b *testing.B) {
+					cfg := benchConfig(b, fmt.Sprintf(`
 gateway: {listen: ""}
 servers:
   - name: robot
     command: %q
     args: ["-name", "bench-gateway"]
-`, simRobotBin))
-			cs := benchStdioSession(b, exec.Command(gatewayBin, "serve", "-c", cfg, "--stdio"))
-			runCalls(b, cs, "robot__get_scene", conc)
-		})
+    physical: %t
+`, simRobotBin, physical))
+					cs := benchStdioSession(b, exec.Command(gw[1], "serve", "-c", cfg, "--stdio"))
+					runCalls(b, cs, "robot__get_scene", conc)
+				})
+			}
+		}
 		b.Run(fmt.Sprintf("http/direct/c=%d", conc), func(b *testing.B) {
 			addr := startEverythingHTTP(b)
 			cs := benchHTTPSession(b, addr)
 			runCalls(b, cs, "test_simple_text", conc)
 		})
-		b.Run(fmt.Sprintf("http/gateway/c=%d", conc), func(b *testing.B) {
-			up := startEverythingHTTP(b)
-			addr := freeAddr(b)
-			cfg := benchConfig(b, fmt.Sprintf(`
+		for _, gw := range gateways {
+			b.Run(fmt.Sprintf("http/%s/c=%d", gw[0], conc), func(b *testing.B) {
+				up := startEverythingHTTP(b)
+				addr := freeAddr(b)
+				cfg := benchConfig(b, fmt.Sprintf(`
 gateway: {listen: %q}
 servers:
   - name: conf
     url: "http://%s/mcp"
     contract: passthrough
 `, addr, up))
-			startBenchGateway(b, cfg, addr)
-			cs := benchHTTPSession(b, addr)
-			runCalls(b, cs, "conf__test_simple_text", conc)
-		})
+				startBenchGateway(b, gw[1], cfg, addr)
+				cs := benchHTTPSession(b, addr)
+				runCalls(b, cs, "conf__test_simple_text", conc)
+			})
+		}
 	}
 }
 
@@ -166,9 +189,9 @@ func startEverythingHTTP(b *testing.B) string {
 	return addr
 }
 
-func startBenchGateway(b *testing.B, cfg, addr string) {
+func startBenchGateway(b *testing.B, bin, cfg, addr string) {
 	b.Helper()
-	cmd := exec.Command(gatewayBin, "serve", "-c", cfg)
+	cmd := exec.Command(bin, "serve", "-c", cfg)
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}

@@ -31,7 +31,21 @@
 // the chain: it takes everything queued (up to 512 records), waits up to Options.AuditBatch for
 // more when nobody is waiting on the batch, seals each record onto the chain and commits them
 // all in one transaction, one fsync. [AuditLog.Append] returns at once; AppendSync and Flush
-// return after their transaction commits. Close commits everything appended before it.
+// return after their transaction commits. The gateway answers a call only after AppendSync of
+// its record returned, so concurrent callers share fsyncs. A record may carry the id of a
+// physical call's journal entry ([Record].EndsCall), which the same transaction removes: at
+// every moment such a call has its journal entry or its record on disk. Close commits
+// everything appended before it.
+//
+// # When the disk fails
+//
+// Every wait is bounded by Options.CommitTimeout. A write that fails (disk full, I/O error,
+// read-only filesystem), a commit that has not returned for 2 s, or less free space than
+// Options.MinFreeBytes makes [Store.Available] report an [*UnavailableError]; the gateway then
+// refuses calls before dispatch. A lockout is put in force in memory before it is written, and
+// one the disk refuses is kept pending and written by the store's watcher, which also probes
+// the disk every 250 ms and ends the failure once a write succeeds. The audit writer keeps a
+// refused batch and retries it; its queue (4,096 records) bounds what is held in memory.
 //
 // # The hash chain
 //
