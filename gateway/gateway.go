@@ -324,10 +324,6 @@ func (g *Gateway) handleCall(ctx context.Context, req *mcp.CallToolRequest) (*mc
 			}
 		}
 	}
-	if len(c.Args) > 0 && !isJSONObject(c.Args) {
-		return governor.Refuse(governor.KindInvalidArguments,
-			fmt.Sprintf("the arguments of %s must be a JSON object", c.Name)).Result, nil
-	}
 	// Requests and log messages the upstream sends while serving the call come back to this
 	// session; a multi-round-trip continuation is passed on.
 	o := g.origin(ctx, req)
@@ -468,18 +464,4 @@ func sdkAdd(add func()) (err error) {
 	}()
 	add()
 	return nil
-}
-
-func isJSONObject(b json.RawMessage) bool {
-	for _, c := range b {
-		switch c {
-		case ' ', '\t', '\n', '\r':
-			continue
-		case '{':
-			return true
-		default:
-			return false
-		}
-	}
-	return false
 }

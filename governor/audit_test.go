@@ -228,3 +228,25 @@ func textOf(r *mcp.CallToolResult) string {
 	}
 	return b.String()
 }
+
+// TestArgumentsNotAnObjectAreAudited: arguments of the wrong shape are refused inside the chain,
+// so the refusal has its record like every other.
+func TestArgumentsNotAnObjectAreAudited(t *testing.T) {
+	st := openStore(t)
+	srv := &fakeServer{do: func(context.Context, string, json.RawMessage) (*mcp.CallToolResult, error) { return ok("done") }}
+	cfg := &config.Server{Name: "arm", CallTimeoutSec: 1}
+	tools := catalog{"arm__pick": {Public: "arm__pick", Server: "arm", Upstream: "pick", ServerConfig: cfg, Dispatcher: srv}}
+	redact := NewRedactor(nil)
+	h := Chain(Dispatch(), Audit(st, redact, quiet), Resolve(tools), Validate(redact), CheckResult())
+	for _, args := range []string{`[1,2]`, `"x"`, ` 7`} {
+		out := h.Handle(context.Background(), &Call{ID: "c" + args, Name: "arm__pick", Args: json.RawMessage(args), Start: time.Now()})
+		if out.Kind != KindInvalidArguments || !strings.Contains(out.Reason, "must be a JSON object") {
+			t.Fatalf("args %s: %+v", args, out)
+		}
+	}
+	var n int
+	st.AuditScan(store.AuditFilter{Kind: string(KindInvalidArguments)}, func(store.Record) bool { n++; return true })
+	if n != 3 || srv.calls != 0 {
+		t.Fatalf("%d records of 3 refusals, %d calls sent", n, srv.calls)
+	}
+}

@@ -2,6 +2,8 @@ package governor
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 
 	"github.com/mcp-gateway/mcp-gateway/governor/argschema"
 )
@@ -16,6 +18,9 @@ import (
 func Validate(redact *Redactor) Step {
 	return func(next Handler) Handler {
 		return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
+			if !isJSONObject(c.Args) {
+				return Refuse(KindInvalidArguments, fmt.Sprintf("the arguments of %s must be a JSON object", c.Name))
+			}
 			if s := c.Tool.Schema; s != nil {
 				if problems := s.Validate(c.Args); len(problems) > 0 {
 					reason := Scrub(argschema.Describe(c.Name, problems), redact.Secrets(c.Args))
@@ -25,4 +30,21 @@ func Validate(redact *Redactor) Step {
 			return next.Handle(ctx, c)
 		})
 	}
+}
+
+// isJSONObject reports whether b is a JSON object (by its first byte; the rest is the schema's
+// and the MCP layer's to check). Arguments of another shape are refused here, inside the chain,
+// so that the refusal is audited like every other.
+func isJSONObject(b json.RawMessage) bool {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '{':
+			return true
+		default:
+			return false
+		}
+	}
+	return false
 }
