@@ -303,3 +303,31 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 	t.Fatal("condition not met within 5s")
 }
+
+func TestConnLimiterClosesAnIdleConnectionToAdmitANewOne(t *testing.T) {
+	srv, m := boundedServer(t, time.Second, 2, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	addr := srv.Listener.Addr().String()
+	idle := dialRaw(t, addr)
+	if _, err := io.WriteString(idle, "GET / HTTP/1.1\r\nHost: gw\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := idle.response(t, 2*time.Second); resp.StatusCode != http.StatusOK {
+		t.Fatalf("got %d, want 200", resp.StatusCode)
+	}
+	time.Sleep(20 * time.Millisecond) // idle since
+	silent := dialRaw(t, addr)
+	waitFor(t, func() bool { return testutil.ToFloat64(m.open) == 2 })
+	third := dialRaw(t, addr)
+	if _, err := io.WriteString(third, "GET / HTTP/1.1\r\nHost: gw\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := third.response(t, 2*time.Second); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the new connection got %d, want 200", resp.StatusCode)
+	}
+	if !idle.closedWithin(time.Second) {
+		t.Error("the connection idle longest was not closed")
+	}
+	if silent.closedWithin(100 * time.Millisecond) {
+		t.Error("the connection silent for less time was closed")
+	}
+}
