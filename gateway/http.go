@@ -42,7 +42,7 @@ func (g *Gateway) Handler(creds []Credential) http.Handler {
 	})
 	timeout := g.bodyReadTimeout()
 	// Read after the token is checked: a request without one is refused before its body is read.
-	mcpHandler = readBody(g.cfg.Gateway.MaxBodyBytes, timeout, mcpHandler)
+	mcpHandler = readBody(g.maxBodyBytes(), timeout, mcpHandler)
 	if len(creds) > 0 {
 		mcpHandler = identify(creds, requirePrincipal(mcpTokenHint, carryPrincipal(mcpHandler)))
 	}
@@ -98,6 +98,14 @@ func (g *Gateway) bodyReadTimeout() time.Duration {
 		return d
 	}
 	return config.DefaultBodyReadTimeout
+}
+
+// maxBodyBytes is gateway.max_body_bytes, or its default for a config built in code.
+func (g *Gateway) maxBodyBytes() int64 {
+	if n := g.cfg.Gateway.MaxBodyBytes; n > 0 {
+		return n
+	}
+	return config.DefaultMaxBodyBytes
 }
 
 // httpMetrics are the collectors of the HTTP bounds in the gateway's registry.

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -221,6 +222,7 @@ func (l *connLimiter) admit(c net.Conn) *limitedConn {
 	l.mu.Lock()
 	var victim *limitedConn
 	var victimState http.ConnState
+	warn := false
 	full := len(l.open) >= l.max
 	if full {
 		for o := range l.open {
@@ -233,10 +235,9 @@ func (l *connLimiter) admit(c net.Conn) *limitedConn {
 			delete(l.open, victim)
 			victimState = victim.state
 		}
-		if now.Sub(l.lastWarn) >= time.Minute {
+		warn = now.Sub(l.lastWarn) >= time.Minute
+		if warn {
 			l.lastWarn = now
-			l.log.Warn("at gateway.max_connections: closing the connections idle longest to admit new ones, refusing new ones while all are busy",
-				"max_connections", l.max)
 		}
 	}
 	admitted := !full || victim != nil
@@ -244,6 +245,10 @@ func (l *connLimiter) admit(c net.Conn) *limitedConn {
 		l.open[lc] = struct{}{}
 	}
 	l.mu.Unlock()
+	if warn {
+		l.log.Warn("at gateway.max_connections: closing the connections idle longest to admit new ones, refusing new ones while all are busy",
+			"max_connections", l.max)
+	}
 	if victim != nil {
 		_ = victim.Conn.Close()
 		l.metrics.open.Dec()
@@ -261,9 +266,11 @@ func (l *connLimiter) admit(c net.Conn) *limitedConn {
 	return lc
 }
 
-// refuse answers c 503 and closes it. The answer is written at once; the connection is kept
-// up to refusalDrain to read what the client sent meanwhile, since closing with unread data
-// would reset the connection and could lose the answer before the client reads it.
+// refuse answers c 503 and closes it. The answer goes out once the request's headers are in,
+// since an HTTP client takes bytes that come before it has sent its request for a broken
+// connection; a client that sends no headers within refusalDrain is closed without one. The
+// rest of what it sends is read up to the same deadline, since closing with unread data would
+// reset the connection and could lose the answer before the client reads it.
 func (l *connLimiter) refuse(c net.Conn) {
 	select {
 	case l.refusing <- struct{}{}:
@@ -275,13 +282,23 @@ func (l *connLimiter) refuse(c net.Conn) {
 		defer func() { <-l.refusing }()
 		defer c.Close()
 		_ = c.SetDeadline(time.Now().Add(refusalDrain))
+		r := bufio.NewReader(io.LimitReader(c, maxHeaderBytes))
+		for {
+			line, err := r.ReadSlice('\n')
+			if err != nil {
+				return
+			}
+			if len(bytes.TrimRight(line, "\r\n")) == 0 {
+				break
+			}
+		}
 		if _, err := c.Write(l.refusal); err != nil {
 			return
 		}
 		if cw, ok := c.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite()
 		}
-		_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
+		_, _ = io.Copy(io.Discard, r)
 	}()
 }
 
