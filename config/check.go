@@ -103,6 +103,22 @@ func (d *decoder) checkGateway(g *Gateway, dir string) {
 	case src.valid("shutdown_grace") && g.ShutdownGrace < 0:
 		d.errorf(src.valueLine("shutdown_grace"), loc.field("shutdown_grace"), "must not be negative; write 0s to cancel calls in flight at once")
 	}
+
+	switch {
+	case !src.has("body_read_timeout"):
+		g.BodyReadTimeout = Duration(DefaultBodyReadTimeout)
+	case src.valid("body_read_timeout") && g.BodyReadTimeout <= 0:
+		d.errorf(src.valueLine("body_read_timeout"), loc.field("body_read_timeout"),
+			"must be positive, such as 10s: every request body must arrive within a bound; remove it for the default %s", DefaultBodyReadTimeout)
+	}
+
+	switch {
+	case !src.has("max_connections"):
+		g.MaxConnections = DefaultMaxConnections
+	case src.valid("max_connections") && g.MaxConnections < minConnections:
+		d.errorf(src.valueLine("max_connections"), loc.field("max_connections"),
+			"must be at least %d, got %d: one MCP session alone can hold two (a call and its stream), and /metrics and /admin need theirs", minConnections, g.MaxConnections)
+	}
 }
 
 func (d *decoder) checkAudit(a *Audit) {
@@ -134,6 +150,9 @@ func (d *decoder) checkAudit(a *Audit) {
 		}
 	}
 }
+
+// minConnections is the smallest gateway.max_connections.
+const minConnections = 4
 
 // checkListen returns what is wrong with a listen address, or "".
 func checkListen(addr string) string {

@@ -54,6 +54,14 @@ type Gateway struct {
 	// ShutdownGrace is how long calls in flight may run on after SIGTERM or SIGINT before they
 	// are cancelled (a cancelled physical call locks out).
 	ShutdownGrace Duration `yaml:"shutdown_grace" json:"shutdown_grace,omitempty" jsonschema:"type=string,description=How long calls in flight may finish after SIGTERM before they are cancelled such as 30s (default 30s)."`
+	// BodyReadTimeout is how long the whole body of one HTTP request may take to arrive, counted
+	// from the end of its headers; a body still arriving then gets 408 and its connection is
+	// closed. It bounds reading only: a call whose body arrived runs as long as its deadline.
+	BodyReadTimeout Duration `yaml:"body_read_timeout" json:"body_read_timeout,omitempty" jsonschema:"type=string,description=How long the whole body of one HTTP request may take to arrive such as 10s; a slower one gets 408 and its connection is closed (default 10s). Streams and long calls are not cut."`
+	// MaxConnections caps the HTTP client connections open at once. At the cap a new connection
+	// takes the place of the one idle longest or silent longest (no request yet); when every
+	// open connection is busy, the new one is answered 503 and closed.
+	MaxConnections int `yaml:"max_connections" json:"max_connections,omitempty" jsonschema:"minimum=4,description=HTTP client connections open at once; at the cap an idle or silent one is closed to admit a new one\\, and when all are busy the new one gets 503 (default 512; lowered to fit the process's open-file limit)."`
 }
 
 // Server is one upstream MCP server: a child process over stdio (Command) or a streamable HTTP
@@ -243,3 +251,14 @@ const DefaultApprovalTimeout = 5 * time.Minute
 
 // DefaultShutdownGrace is how long calls in flight may finish at shutdown by default.
 const DefaultShutdownGrace = 30 * time.Second
+
+// DefaultBodyReadTimeout is how long a request body may take to arrive by default: a body of
+// max_body_bytes (4 MiB) arrives in well under a second on any link a robot's network has, and
+// an MCP request is a few kilobytes.
+const DefaultBodyReadTimeout = 10 * time.Second
+
+// DefaultMaxConnections caps the HTTP client connections by default. One gateway serves one
+// robot (SPEC.md §14): a few agents, an operator and Prometheus, each holding one or two
+// connections per session and one per call in flight. 512 leaves a wide margin over that, and
+// fits the usual open-file limit of 1024 with room for the upstreams and the state file.
+const DefaultMaxConnections = 512

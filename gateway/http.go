@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"net/http"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -19,8 +21,10 @@ import (
 // creds are the bearer tokens of auth.tokens (LoadCredentials). With any, /mcp needs one of
 // them and its principal is the caller of every tool call of the request; without, /mcp is open
 // and calls are anonymous. /admin/ takes them and the admin token, and needs the admin role.
-// /mcp refuses pages of origins not in gateway.allowed_origins, and bodies over
-// gateway.max_body_bytes (413).
+// /mcp refuses pages of origins not in gateway.allowed_origins, bodies over
+// gateway.max_body_bytes (413) and bodies that do not arrive within gateway.body_read_timeout
+// (408). Every request's body is read under that timeout, and one a handler refuses without
+// reading is not waited for.
 func (g *Gateway) Handler(creds []Credential) http.Handler {
 	mux := http.NewServeMux()
 	var mcpHandler http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &mcp.StreamableHTTPOptions{
@@ -36,6 +40,9 @@ func (g *Gateway) Handler(creds []Credential) http.Handler {
 		// server-to-client requests are carried only as input requests in results.
 		Stateless: g.cfg.Gateway.HTTPMode == config.HTTPModeStateless,
 	})
+	timeout := g.bodyReadTimeout()
+	// Read after the token is checked: a request without one is refused before its body is read.
+	mcpHandler = readBody(g.maxBodyBytes(), timeout, mcpHandler)
 	if len(creds) > 0 {
 		mcpHandler = identify(creds, requirePrincipal(mcpTokenHint, carryPrincipal(mcpHandler)))
 	}
@@ -56,7 +63,57 @@ func (g *Gateway) Handler(creds []Credential) http.Handler {
 		}
 		_ = json.NewEncoder(w).Encode(map[string]any{"ready": ready, "waiting": waiting})
 	})
-	return mux
+	return bodyDeadline(timeout, g.httpMetrics(), g.log, mux)
+}
+
+// NewHTTPServer is the gateway's HTTP server, bounded as limits.go describes, and the listener
+// it must serve on: ln under the cap of gateway.max_connections, lowered to fit the process's
+// open-file limit. Run it with srv.Serve(limited).
+func (g *Gateway) NewHTTPServer(ln net.Listener, creds []Credential) (srv *http.Server, limited net.Listener) {
+	most := g.cfg.Gateway.MaxConnections
+	if most <= 0 {
+		most = config.DefaultMaxConnections
+	}
+	if fileLimit := openFileLimit(); connectionCap(most, fileLimit) < most {
+		most = connectionCap(most, fileLimit)
+		g.log.Warn("gateway.max_connections is more than the open-file limit leaves room for; serving fewer connections at once "+
+			"so that the upstreams and the state file keep theirs: raise the limit (LimitNOFILE=, ulimit -n) or lower gateway.max_connections",
+			"max_connections", g.cfg.Gateway.MaxConnections, "open_file_limit", fileLimit, "serving_at_most", most)
+	}
+	cl := newConnLimiter(ln, most, g.httpMetrics(), g.log)
+	srv = &http.Server{
+		Handler:           g.Handler(creds),
+		ReadHeaderTimeout: headerTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ConnState:         cl.connState,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
+	return srv, cl
+}
+
+// bodyReadTimeout is gateway.body_read_timeout, or its default for a config built in code.
+func (g *Gateway) bodyReadTimeout() time.Duration {
+	if d := time.Duration(g.cfg.Gateway.BodyReadTimeout); d > 0 {
+		return d
+	}
+	return config.DefaultBodyReadTimeout
+}
+
+// maxBodyBytes is gateway.max_body_bytes, or its default for a config built in code.
+func (g *Gateway) maxBodyBytes() int64 {
+	if n := g.cfg.Gateway.MaxBodyBytes; n > 0 {
+		return n
+	}
+	return config.DefaultMaxBodyBytes
+}
+
+// httpMetrics are the collectors of the HTTP bounds in the gateway's registry.
+func (g *Gateway) httpMetrics() *httpMetrics {
+	if g.opts.Registry == nil {
+		return httpMetricsFor(nil)
+	}
+	return httpMetricsFor(g.opts.Registry)
 }
 
 // ServeStdio serves one MCP session over the process's stdin and stdout until the client

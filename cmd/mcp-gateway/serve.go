@@ -100,16 +100,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	errc := make(chan error, 2)
 	var srv *http.Server
 	if ln != nil {
-		// No ReadTimeout or WriteTimeout: an MCP stream stays open as long as its session and a
-		// call may run for minutes. Headers must arrive promptly and idle connections close.
-		srv = &http.Server{
-			Handler:           g.Handler(creds),
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       120 * time.Second,
-			MaxHeaderBytes:    64 << 10,
-			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-		}
-		go func() { errc <- srv.Serve(ln) }()
+		// Bounded per request and per connection, but with no ReadTimeout or WriteTimeout: an
+		// MCP stream stays open as long as its session and a call may run for minutes.
+		var limited net.Listener
+		srv, limited = g.NewHTTPServer(ln, creds)
+		go func() { errc <- srv.Serve(limited) }()
 		url := "http://" + ln.Addr().String() + "/mcp"
 		logger.Info("serving MCP over streamable HTTP", "url", url)
 		if !*stdio {
