@@ -5,7 +5,7 @@ NODE_DIR  := e2e/node
 CONFORMANCE_DIR := e2e/conformance
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build run test unit e2e bench lint node-deps clean demo conformance conformance-deps
+.PHONY: all build run test unit e2e bench lint node-deps clean demo conformance conformance-deps killnine
 
 all: build
 
@@ -23,6 +23,12 @@ test: node-deps
 	$(GO) vet ./...
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count=1 ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+## killnine: the kill -9 suite with 100 kills (`make test` runs it with 10); KILLNINE_SEED=N
+## repeats a run's random choices (see docs/benchmarks.md, "Kill -9 suite").
+KILLNINE_KILLS ?= 100
+killnine: node-deps
+	KILLNINE_KILLS=$(KILLNINE_KILLS) $(GO) test -count=1 -timeout 30m -run '^TestKillNine$$' -v ./e2e
 
 # The npm peers of the end-to-end tests, exactly as pinned in package-lock.json.
 node-deps: $(NODE_DIR)/node_modules/.package-lock.json
