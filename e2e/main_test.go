@@ -426,3 +426,25 @@ func tail(s string, n int) string {
 	}
 	return strings.Join(ls, "\n")
 }
+
+// pollFor checks cond every 50ms until it holds or within has passed, and reports whether it held.
+func pollFor(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitFor fails the test unless cond holds within the given time; what names the awaited event.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !pollFor(within, cond) {
+		t.Fatalf("waited %s for %s", within, what)
+	}
+}
