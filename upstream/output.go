@@ -104,16 +104,24 @@ func quote(line []byte) string {
 	return q
 }
 
-// invalidUTF8At describes the first invalid UTF-8 byte of b.
-func invalidUTF8At(b []byte) string {
+// invalidUTF8 describes the first invalid UTF-8 byte of b, and quotes b from a little before it.
+func invalidUTF8(b []byte) (detail, quoted string) {
 	for i := 0; i < len(b); {
 		r, n := utf8.DecodeRune(b[i:])
 		if r == utf8.RuneError && n <= 1 {
-			return fmt.Sprintf("byte 0x%02x at offset %d", b[i], i)
+			from := max(0, i-40)
+			for from > 0 && !utf8.RuneStart(b[from]) {
+				from--
+			}
+			quoted = quote(b[from:])
+			if from > 0 {
+				quoted = "…" + quoted
+			}
+			return fmt.Sprintf("byte 0x%02x at offset %d", b[i], i), quoted
 		}
 		i += n
 	}
-	return "no invalid byte"
+	return "no invalid byte", quote(b)
 }
 
 // outputStats counts what a server wrote that the gateway refused, over all its sessions, and

@@ -258,8 +258,9 @@ func (c *stdioConn) handle(l line) []readResult {
 	}
 	data := l.data
 	if !utf8.Valid(data) {
+		detail, q := invalidUTF8(data)
 		return c.refuse(&OutputError{Server: c.t.server, Reason: OutputInvalidUTF8, Size: int64(len(data)),
-			Detail: invalidUTF8At(data), Quote: quote(data)}, scanned(data))
+			Detail: detail, Quote: q}, scanned(data))
 	}
 	if data[0] == '[' {
 		return c.batch(data)

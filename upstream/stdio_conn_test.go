@@ -41,13 +41,21 @@ func response(id string, size int) string {
 	return start + strings.Repeat("x", size-len(start)-len(end)) + end
 }
 
+// readResults is what readAll saw.
+type readResults struct {
+	msgs  []jsonrpc.Message
+	log   string
+	wrote string
+	stats *outputStats
+}
+
 // readAll feeds pieces (written one by one) to a stdio connection with the given limit and
-// returns every message and the final error it reads, what it logged and what it wrote back.
-func readAll(t *testing.T, limit int64, pieces ...string) (msgs []jsonrpc.Message, err error, log string, wrote string, stats *outputStats) {
+// returns every message it reads, what it logged and wrote back, and the final error.
+func readAll(t *testing.T, limit int64, pieces ...string) (readResults, error) {
 	t.Helper()
 	r, w := io.Pipe()
 	var logs, back lockedBuffer
-	stats = &outputStats{}
+	stats := &outputStats{}
 	tr := &stdioTransport{server: "robot", limit: limit, log: slog.New(slog.NewTextHandler(&logs, nil)), stats: stats, r: r, w: &back}
 	conn, cerr := tr.Connect(context.Background())
 	if cerr != nil {
@@ -63,11 +71,12 @@ func readAll(t *testing.T, limit int64, pieces ...string) (msgs []jsonrpc.Messag
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	var msgs []jsonrpc.Message
 	for {
-		msg, rerr := conn.Read(ctx)
-		if rerr != nil {
+		msg, err := conn.Read(ctx)
+		if err != nil {
 			conn.Close()
-			return msgs, rerr, logs.String(), back.String(), stats
+			return readResults{msgs: msgs, log: logs.String(), wrote: back.String(), stats: stats}, err
 		}
 		msgs = append(msgs, msg)
 	}
@@ -187,7 +196,8 @@ func TestStdioConnBoundsAndNamesWhatTheServerWrites(t *testing.T) {
 			if l == 0 {
 				l = limit
 			}
-			msgs, err, log, wrote, stats := readAll(t, l, tt.pieces...)
+			got, err := readAll(t, l, tt.pieces...)
+			msgs, log, wrote, stats := got.msgs, got.log, got.wrote, got.stats
 			if tt.check == nil {
 				if len(msgs) != 1 || msgs[0].(*jsonrpc.Response).Error != nil {
 					t.Fatalf("msgs %v, err %v, log %q", msgs, err, log)
