@@ -48,6 +48,7 @@ type stateCollector struct {
 	restarts *prometheus.Desc
 	lockout  *prometheus.Desc
 	pending  *prometheus.Desc
+	output   *prometheus.Desc
 }
 
 func registerGatewayMetrics(reg prometheus.Registerer, g *Gateway) {
@@ -61,6 +62,9 @@ func registerGatewayMetrics(reg prometheus.Registerer, g *Gateway) {
 			"1 while physical actions on the server are locked out awaiting an operator, 0 otherwise.", []string{"server"}, nil),
 		pending: prometheus.NewDesc(governor.Namespace+"_approvals_pending",
 			"Calls waiting for an operator's approval.", nil, nil),
+		output: prometheus.NewDesc(governor.Namespace+"_upstream_output_errors_total",
+			"Messages and lines the upstream server wrote that the gateway refused or skipped: too_large (over max_result_bytes), invalid_utf8, not_jsonrpc, not_json (a stdout line that is not JSON, skipped).",
+			[]string{"server", "reason"}, nil),
 	})
 }
 
@@ -69,6 +73,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.restarts
 	ch <- c.lockout
 	ch <- c.pending
+	ch <- c.output
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -80,6 +85,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up, u.Name())
 		ch <- prometheus.MustNewConstMetric(c.restarts, prometheus.CounterValue, float64(u.Restarts()), u.Name())
+		counts := u.OutputErrors()
+		for _, reason := range upstream.OutputReasons {
+			ch <- prometheus.MustNewConstMetric(c.output, prometheus.CounterValue, float64(counts[reason]), u.Name(), reason)
+		}
 		if st != nil {
 			locked := 0.0
 			if _, ok := st.Lockout(u.Name()); ok {
