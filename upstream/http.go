@@ -31,6 +31,7 @@ func (u *Upstream) dialHTTP(s *session) (mcp.Transport, error) {
 			base:     &headerTransport{base: u.httpTransport, origin: origin(endpoint), header: header},
 			server:   u.cfg.Name,
 			limit:    limit,
+			log:      u.log,
 			stats:    &u.output,
 			refusals: &u.refusals,
 		}},

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"sync"
@@ -68,6 +69,7 @@ type boundedTransport struct {
 	base     http.RoundTripper
 	server   string
 	limit    int64
+	log      *slog.Logger
 	stats    *outputStats
 	refusals *refusals
 }
@@ -94,9 +96,11 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 func (t *boundedTransport) refuse(e *OutputError, s *scan) ([]byte, error) {
 	t.stats.count(e.Reason)
 	if id, ok := s.responseID(); ok {
+		t.log.Error(e.Error()+"; the call it answers fails", "reason", e.Reason, "bytes", e.Size)
 		return t.refusals.add(id, e), nil
 	}
 	e.Fatal = true
+	t.log.Error(e.Error()+"; it cannot be tied to a call, so the connection fails", "reason", e.Reason, "bytes", e.Size)
 	return nil, e
 }
 

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -34,7 +35,7 @@ func TestBoundedTransportReplacesBodiesOverTheLimit(t *testing.T) {
 				_, _ = io.WriteString(w, tt.body)
 			}))
 			defer srv.Close()
-			bt := &boundedTransport{base: http.DefaultTransport, server: "cam", limit: limit, stats: &outputStats{}, refusals: &refusals{}}
+			bt := &boundedTransport{base: http.DefaultTransport, server: "cam", limit: limit, log: slog.New(slog.DiscardHandler), stats: &outputStats{}, refusals: &refusals{}}
 			resp, err := (&http.Client{Transport: bt}).Get(srv.URL)
 			if err != nil {
 				t.Fatal(err)
