@@ -233,6 +233,13 @@ func (d *decoder) checkServer(cfg *Config, i int, dir string, seen map[string]in
 	case src.valid("queue_size") && s.QueueSize < 1:
 		d.errorf(src.valueLine("queue_size"), loc.field("queue_size"), "must be at least 1, got %d", s.QueueSize)
 	}
+	switch {
+	case !src.has("max_result_bytes"):
+		s.MaxResultBytes = DefaultMaxResultBytes
+	case src.valid("max_result_bytes") && s.MaxResultBytes < MinResultBytes:
+		d.errorf(src.valueLine("max_result_bytes"), loc.field("max_result_bytes"),
+			"must be at least %d bytes, got %d; an MCP initialize result alone takes several hundred", MinResultBytes, s.MaxResultBytes)
+	}
 	d.enum(src, loc, "contract", &s.Contract, ContractEnvelope, ContractEnvelope, ContractPassthrough)
 	d.enum(src, loc, "protocol_version", &s.ProtocolVersion, "", mcp.SupportedProtocolVersions()...)
 	d.checkTools(s, loc)

@@ -90,6 +90,9 @@ type Server struct {
 	Physical bool `yaml:"physical" json:"physical,omitempty" jsonschema:"description=Its calls move hardware: one call in flight\\, a timeout locks out."`
 	// QueueSize bounds the calls waiting for their turn on a physical server.
 	QueueSize int `yaml:"queue_size" json:"queue_size,omitempty" jsonschema:"minimum=1,description=Calls that may wait for their turn on a physical server (default 16)."`
+	// MaxResultBytes bounds one message the server sends (a tool result, a tool list): a larger
+	// one is discarded while it is read, never held whole, and the call it answers fails.
+	MaxResultBytes int64 `yaml:"max_result_bytes" json:"max_result_bytes,omitempty" jsonschema:"minimum=1024,description=Largest message the gateway reads from the server in bytes (a tool result\\, a tool list); a larger one is discarded while it is read and its call fails with tool_protocol_violation\\, which on a physical server locks out (default 4194304)."`
 	// Contract is "envelope" (results checked against the envelope contract) or "passthrough".
 	Contract string `yaml:"contract" json:"contract,omitempty" jsonschema:"enum=envelope,enum=passthrough,description=envelope: results must be success/failure envelopes; passthrough: forwarded as they are."`
 	// ProtocolVersion pins the MCP revision the gateway asks the server for; "" asks for the
@@ -151,6 +154,12 @@ const (
 	DefaultStartupTimeoutSec    = 15
 	DefaultRestartBackoffMaxSec = 30
 	DefaultQueueSize            = 16
+	// DefaultMaxResultBytes bounds one message from a server unless max_result_bytes says
+	// otherwise.
+	DefaultMaxResultBytes = 4 << 20
+	// MinResultBytes is the smallest max_result_bytes: an MCP initialize result alone takes
+	// several hundred bytes.
+	MinResultBytes = 1024
 
 	OnInvalidSchemaExclude     = "exclude"
 	OnInvalidSchemaUnvalidated = "unvalidated"

@@ -424,6 +424,7 @@ servers:
   - name: cam
     command: cam
     call_timeout_sec: .nan
+    max_result_bytes: 1023
 `,
 			wants: []want{
 				{4, `servers[0] (arm): call_timeout_sec: must be a number of seconds above 0, got 0`},
@@ -432,6 +433,7 @@ servers:
 				{7, `timeout_argument_margin_sec: must be 0 or more seconds, got -0.5`},
 				{8, `queue_size: must be at least 1, got 0`},
 				{11, `servers[1] (cam): call_timeout_sec: must be a number of seconds above 0, got NaN`},
+				{12, `max_result_bytes: must be at least 1024 bytes, got 1023; an MCP initialize result alone takes several hundred`},
 			},
 		},
 		{
@@ -696,7 +698,7 @@ func TestParseAppliesDefaultsToAbsentKeys(t *testing.T) {
 	s := cfg.Servers[0]
 	if s.CallTimeoutSec != DefaultCallTimeoutSec || s.TimeoutArgumentMarginSec != DefaultTimeoutMarginSec ||
 		s.StartupTimeoutSec != DefaultStartupTimeoutSec || s.RestartBackoffMaxSec != DefaultRestartBackoffMaxSec ||
-		s.QueueSize != DefaultQueueSize || s.Contract != ContractEnvelope {
+		s.QueueSize != DefaultQueueSize || s.Contract != ContractEnvelope || s.MaxResultBytes != DefaultMaxResultBytes {
 		t.Errorf("server defaults not applied: %+v", s)
 	}
 	if !slices.Equal(s.Tools.Include, []string{"*"}) {
@@ -757,6 +759,7 @@ servers:
     timeout_argument_margin_sec: 0
     call_timeout_sec: 0.5
     queue_size: 1
+    max_result_bytes: 16777216
     tools:
       include: [move_*]
   - name: cam
@@ -770,7 +773,7 @@ servers:
 		t.Errorf(`listen: "" became %q; it must stay empty (no HTTP)`, cfg.Gateway.Listen)
 	}
 	arm := cfg.Server("arm")
-	if arm.TimeoutArgumentMarginSec != 0 || arm.CallTimeoutSec != 0.5 || arm.QueueSize != 1 {
+	if arm.TimeoutArgumentMarginSec != 0 || arm.CallTimeoutSec != 0.5 || arm.QueueSize != 1 || arm.MaxResultBytes != 16<<20 {
 		t.Errorf("explicit values replaced: %+v", arm)
 	}
 	if !slices.Equal(arm.Tools.Include, []string{"move_*"}) {

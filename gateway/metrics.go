@@ -49,6 +49,7 @@ type stateCollector struct {
 	lockout  *prometheus.Desc
 	pending  *prometheus.Desc
 	audit    *prometheus.Desc
+	output   *prometheus.Desc
 }
 
 func registerGatewayMetrics(reg prometheus.Registerer, g *Gateway) {
@@ -64,6 +65,9 @@ func registerGatewayMetrics(reg prometheus.Registerer, g *Gateway) {
 			"Calls waiting for an operator's approval.", nil, nil),
 		audit: prometheus.NewDesc(governor.Namespace+"_audit_available",
 			"1 while the state file takes writes; 0 while it does not (disk full, I/O error, a write that does not complete) and every call is refused with audit_unavailable.", nil, nil),
+		output: prometheus.NewDesc(governor.Namespace+"_upstream_output_errors_total",
+			"Messages and lines the upstream server wrote that the gateway refused or skipped: too_large (over max_result_bytes), invalid_utf8, not_jsonrpc, not_json (a stdout line that is not JSON, skipped).",
+			[]string{"server", "reason"}, nil),
 	})
 }
 
@@ -73,6 +77,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.lockout
 	ch <- c.pending
 	ch <- c.audit
+	ch <- c.output
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -84,6 +89,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up, u.Name())
 		ch <- prometheus.MustNewConstMetric(c.restarts, prometheus.CounterValue, float64(u.Restarts()), u.Name())
+		counts := u.OutputErrors()
+		for _, reason := range upstream.OutputReasons {
+			ch <- prometheus.MustNewConstMetric(c.output, prometheus.CounterValue, float64(counts[reason]), u.Name(), reason)
+		}
 		if st != nil {
 			locked := 0.0
 			if _, ok := st.Lockout(u.Name()); ok {

@@ -36,6 +36,7 @@ func Dispatch() Handler {
 func dispatchFailure(ctx, callCtx context.Context, c *Call, deadline time.Duration, err error) *Outcome {
 	t := c.Tool
 	var callErr *upstream.CallError
+	var refused *upstream.OutputError
 	var locked *LockoutError
 	notSent := errors.Is(err, upstream.ErrUnavailable) || errors.Is(err, upstream.ErrQueueFull) || errors.As(err, &locked)
 	switch {
@@ -54,6 +55,10 @@ func dispatchFailure(ctx, callCtx context.Context, c *Call, deadline time.Durati
 	case errors.Is(err, upstream.ErrUnavailable):
 		return Refuse(KindUpstreamUnavailable, fmt.Sprintf(
 			"the call to %s was not sent: %v. The gateway keeps restarting servers that stopped; try again later or tell the operator.", c.Name, err))
+	case errors.As(err, &refused):
+		// The server answered and the answer was discarded as it was read (too large, not
+		// UTF-8, not JSON-RPC): the call was sent, and what it did is lost with its result.
+		return unknown(Refuse(KindProtocolViolation, refused.Explain(c.Name)))
 	case errors.Is(callCtx.Err(), context.DeadlineExceeded):
 		return unknown(Refuse(KindExecutionStatusUnknown, timeoutReason(c, deadline)))
 	case errors.As(err, &callErr) && callErr.Crashed:

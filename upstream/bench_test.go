@@ -1,8 +1,12 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -71,4 +75,30 @@ func BenchmarkCall(b *testing.B) {
 		u := start(b, stdioServer(b, "tools"), nil)
 		run(b, func() error { _, err := u.Call(ctx, "echo", args, nil); return err })
 	})
+}
+
+// BenchmarkStdioRead measures reading one response off a stdio server's stdout, with the
+// gateway's bounded reader and with the SDK's IOTransport it replaced, for a small result and
+// a 1 MiB one.
+func BenchmarkStdioRead(b *testing.B) {
+	for _, size := range []int{1 << 10, 1 << 20} {
+		line := []byte(response("1", size) + "\n")
+		for _, reader := range []string{"bounded", "sdk"} {
+			b.Run(fmt.Sprintf("%s/%dB", reader, size), func(b *testing.B) {
+				b.SetBytes(int64(len(line)))
+				for b.Loop() {
+					var tr mcp.Transport = &stdioTransport{server: "b", limit: config.DefaultMaxResultBytes, log: slog.New(slog.DiscardHandler),
+						stats: &outputStats{}, r: io.NopCloser(bytes.NewReader(line)), w: &lockedBuffer{}}
+					if reader == "sdk" {
+						tr = &mcp.IOTransport{Reader: io.NopCloser(bytes.NewReader(line)), Writer: &lockedBuffer{}}
+					}
+					conn, _ := tr.Connect(context.Background())
+					if _, err := conn.Read(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+					conn.Close()
+				}
+			})
+		}
+	}
 }

@@ -137,6 +137,20 @@ func (u *Upstream) callError(ctx context.Context, s *session, tool string, args 
 	if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
 		return ce // the SDK has sent notifications/cancelled
 	}
+	if e, ok := u.refusals.take(err); ok {
+		ce.Err = e // an HTTP answer boundedTransport replaced
+		return ce
+	}
+	var refused *OutputError
+	if errors.As(err, &refused) {
+		// The answer was refused as it was read. Only a refusal that could not be tied to this
+		// call ended the connection.
+		if refused.Fatal {
+			ce.Crashed = true
+			u.connectionFailed(s, err)
+		}
+		return ce
+	}
 	if !transportFailed(err) {
 		return ce // the server answered, with a protocol error
 	}

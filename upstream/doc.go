@@ -28,5 +28,10 @@
 //     whether the tool ran is unknown, and the server is being restarted;
 //   - any other [*CallError]: the server answered with a protocol error.
 //
+// Either kind of CallError may wrap an [*OutputError]: the server's answer was refused as it was
+// read (over max_result_bytes, not UTF-8, not JSON-RPC), so the call was sent and its result is
+// lost. A stdio server's stdout is read by stdioTransport (stdio.go), an HTTP server's bodies
+// through boundedBody (http.go).
+//
 // Process groups and signals make the package Unix-only.
 package upstream

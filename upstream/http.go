@@ -23,13 +23,21 @@ func (u *Upstream) dialHTTP(s *session) (mcp.Transport, error) {
 		return nil, err
 	}
 	s.release = u.httpTransport.CloseIdleConnections
+	u.output.newSession()
+	limit := u.maxResultBytes()
 	return &mcp.StreamableClientTransport{
 		Endpoint: u.cfg.URL,
-		HTTPClient: &http.Client{Transport: &headerTransport{
-			base:   u.httpTransport,
-			origin: origin(endpoint),
-			header: header,
+		HTTPClient: &http.Client{Transport: &boundedTransport{
+			base:     &headerTransport{base: u.httpTransport, origin: origin(endpoint), header: header},
+			server:   u.cfg.Name,
+			limit:    limit,
+			log:      u.log,
+			stats:    &u.output,
+			refusals: &u.refusals,
 		}},
+		// The SDK's own bound on an event fails the whole connection; boundedTransport
+		// replaces an event over the limit before the SDK sees it, so the SDK's is set above.
+		MaxEventSize: int(limit) + readChunk,
 	}, nil
 }
 

@@ -141,3 +141,47 @@ func TestHTTPUpstreamThatGoesAwayIsRestarted(t *testing.T) {
 		t.Errorf("echo after reconnecting: %v", err)
 	}
 }
+
+// TestHTTPResultOverTheLimitFailsOnlyItsCall: over streamable HTTP, with JSON responses and with
+// SSE, a result over max_result_bytes fails its call with an *OutputError that is not fatal,
+// and the next call on the same session is served.
+func TestHTTPResultOverTheLimitFailsOnlyItsCall(t *testing.T) {
+	for _, jsonResponse := range []bool{true, false} {
+		name := "sse"
+		if jsonResponse {
+			name = "json"
+		}
+		t.Run(name, func(t *testing.T) {
+			checkGoroutines(t)
+			srv := mcp.NewServer(&mcp.Implementation{Name: "big", Version: "1"}, nil)
+			addTestTools(srv)
+			srv.AddTool(objectTool("big"), func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return textResult(strings.Repeat("x", 200_000)), nil
+			})
+			ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+				&mcp.StreamableHTTPOptions{JSONResponse: jsonResponse}))
+			t.Cleanup(ts.Close)
+			m, err := startManager(t, []config.Server{{Name: "cloud", URL: ts.URL, StartupTimeoutSec: 5, MaxResultBytes: 100_000}}, Options{})
+			if err != nil {
+				t.Fatalf("Start: %v", err)
+			}
+			u := m.Get("cloud")
+			_, err = u.Call(context.Background(), "big", nil, nil)
+			var ce *CallError
+			var oe *OutputError
+			if !errors.As(err, &ce) || ce.Crashed || !errors.As(err, &oe) || oe.Reason != OutputTooLarge || oe.Fatal || oe.Limit != 100_000 || oe.Size < 200_000 {
+				t.Fatalf("big: %v (%+v)", err, oe)
+			}
+			if got := oe.Explain("cloud__big"); !strings.Contains(got, "over its max_result_bytes of 100000") {
+				t.Errorf("Explain: %s", got)
+			}
+			res, err := u.Call(context.Background(), "echo", json.RawMessage(`{"after":"big"}`), nil)
+			if err != nil || !strings.Contains(resultText(t, res), "after") {
+				t.Fatalf("the call after: %v", err)
+			}
+			if n := u.OutputErrors()[OutputTooLarge]; n != 1 || u.Restarts() != 0 {
+				t.Errorf("too_large counted %d, restarts %d", n, u.Restarts())
+			}
+		})
+	}
+}

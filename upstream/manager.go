@@ -239,7 +239,7 @@ func sameLaunch(a, b config.Server) bool {
 		maps.Equal(a.Env, b.Env) && a.URL == b.URL && maps.Equal(a.HeadersEnv, b.HeadersEnv) &&
 		a.Physical == b.Physical && a.QueueSize == b.QueueSize &&
 		a.StartupTimeoutSec == b.StartupTimeoutSec && a.RestartBackoffMaxSec == b.RestartBackoffMaxSec &&
-		a.ProtocolVersion == b.ProtocolVersion
+		a.ProtocolVersion == b.ProtocolVersion && a.MaxResultBytes == b.MaxResultBytes
 }
 
 // Get returns the server with that name, or nil.

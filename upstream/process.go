@@ -39,6 +39,7 @@ const (
 // dialStdio starts the server's child and returns the transport over its stdin and stdout.
 func (u *Upstream) dialStdio(s *session) (mcp.Transport, error) {
 	u.stderr.reset()
+	u.output.newSession()
 	p, err := startProcess(u.cfg, u.log, &u.stderr, func(status string) {
 		s.cancel(fmt.Errorf("process exited with %s", status))
 	})
@@ -47,7 +48,7 @@ func (u *Upstream) dialStdio(s *session) (mcp.Transport, error) {
 	}
 	s.proc = p
 	u.log.Info("upstream process started", "pid", p.cmd.Process.Pid)
-	return &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin}, nil
+	return &stdioTransport{server: u.cfg.Name, limit: u.maxResultBytes(), log: u.log, stats: &u.output, r: p.stdout, w: p.stdin}, nil
 }
 
 // process is one child of a stdio server, leader of its own process group.

@@ -284,6 +284,7 @@ func (u *Upstream) describe(s *session, starting bool, cause error) string {
 		fmt.Fprintf(&b, "connection lost: %v", cause)
 	}
 	if s.proc != nil {
+		b.WriteString(u.output.sessionNote())
 		if lines := u.stderr.lines(); len(lines) > 0 {
 			b.WriteString("; last stderr lines:\n  ")
 			b.WriteString(strings.Join(lines, "\n  "))

@@ -73,7 +73,9 @@ type Upstream struct {
 	ready    atomic.Pointer[session] // the session calls go to; nil unless Ready
 	queue    *fifo                   // turns of a physical server; nil otherwise
 	progress progressRoutes
-	stderr   ring // the current child's last stderr lines
+	stderr   ring        // the current child's last stderr lines
+	output   outputStats // what the server wrote that was refused (output.go)
+	refusals refusals    // HTTP answers replaced by boundedTransport (httpbody.go)
 
 	origins      origins             // requests in flight and the downstream sessions they serve
 	elicitations elicitationSessions // URL elicitations awaiting their completion
@@ -391,6 +393,14 @@ func (u *Upstream) awaitReady(ctx context.Context) (*session, error) {
 
 func (u *Upstream) startupTimeout() time.Duration {
 	return seconds(u.cfg.StartupTimeoutSec, config.DefaultStartupTimeoutSec)
+}
+
+// maxResultBytes is the largest message the gateway reads from the server (max_result_bytes).
+func (u *Upstream) maxResultBytes() int64 {
+	if u.cfg.MaxResultBytes > 0 {
+		return u.cfg.MaxResultBytes
+	}
+	return config.DefaultMaxResultBytes
 }
 
 func (u *Upstream) backoffMax() time.Duration {

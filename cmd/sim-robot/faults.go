@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -24,6 +25,8 @@ var faultModes = []string{
 	"missing_run_id", // {"success":true,"observation":"moved"}
 	"non_text",       // a single image block
 	"is_error",       // isError true with text {"success":true,"observation":"x"}
+	"stdout_banner",  // print a line that is not JSON-RPC on stdout, then answer normally
+	"invalid_utf8",   // an answer whose text holds bytes that are not UTF-8
 }
 
 // onePixelPNG is a valid 1x1 transparent PNG, the image non_text returns.
@@ -74,6 +77,15 @@ func (r *robot) fault(ctx context.Context, req *mcp.CallToolRequest) *mcp.CallTo
 			Content: []mcp.Content{&mcp.TextContent{Text: `{"success":true,"observation":"x"}`}},
 			IsError: true,
 		}
+	case "stdout_banner":
+		if err := r.out.println(stdoutBanner); err != nil {
+			return failure(fmt.Sprintf("could not print the banner: %v", err)).result()
+		}
+		return success("printed a banner on stdout").result()
+	case "invalid_utf8":
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{
+			Text: `{"success":true,"observation":"` + invalidUTF8Marker + `"}`,
+		}}}
 	}
 	panic("sim-robot: fault mode " + in.Mode + " passed validation but has no behaviour")
 }
@@ -117,4 +129,30 @@ func (r *robot) hang(ctx context.Context, tool string, isPhysical bool) *mcp.Cal
 func (r *robot) crash(tool, why string) {
 	r.log.Error("crashing on purpose mid-call", "tool", tool, "cause", why)
 	os.Exit(crashExitCode)
+}
+
+// maxBigResult bounds big_result's size.
+const maxBigResult = 1 << 30
+
+type bigResultArgs struct {
+	Bytes int `json:"bytes"`
+}
+
+func (a bigResultArgs) validate() error {
+	if a.Bytes < 0 || a.Bytes > maxBigResult {
+		return fmt.Errorf("bytes must be from 0 to %d, got %d", maxBigResult, a.Bytes)
+	}
+	return nil
+}
+
+// bigResult answers with a success envelope whose observation is the requested number of
+// bytes, as the JSON text of one block only (no structuredContent), so the message on the wire
+// is the observation and about 100 bytes more.
+func (r *robot) bigResult(_ context.Context, req *mcp.CallToolRequest) *mcp.CallToolResult {
+	in, err := decodeArgs[bigResultArgs](req.Params.Arguments)
+	if err != nil {
+		return failure(fmt.Sprintf("invalid arguments for big_result: %v", err)).result()
+	}
+	text := `{"success":true,"observation":"` + strings.Repeat("x", in.Bytes) + `"}`
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }

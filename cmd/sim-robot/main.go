@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -37,6 +38,8 @@ type config struct {
 	secret         bool
 	inject         string
 	record         string
+	banner         string
+	bannerBytes    int
 }
 
 func main() {
@@ -78,9 +81,14 @@ func run(args []string, stderr io.Writer) int {
 		defer rec.Close()
 	}
 
-	srv := newServer(ctx, cfg, NewWorld(), rec, log)
+	out := &stdout{w: os.Stdout}
+	if err := printBanner(out, cfg); err != nil {
+		log.Error("cannot write the banner", "err", err)
+		return 1
+	}
+	srv := newServer(ctx, cfg, NewWorld(), rec, log, out)
 	served := make(chan error, 1)
-	go func() { served <- srv.Run(ctx, &mcp.StdioTransport{}) }()
+	go func() { served <- srv.Run(ctx, &mcp.IOTransport{Reader: os.Stdin, Writer: out}) }()
 
 	select {
 	case err = <-served:
@@ -102,6 +110,19 @@ func run(args []string, stderr io.Writer) int {
 	return 0
 }
 
+// printBanner prints what -banner and -banner-bytes ask for on stdout.
+func printBanner(out *stdout, cfg config) error {
+	if cfg.banner != "" {
+		if err := out.println(cfg.banner); err != nil {
+			return err
+		}
+	}
+	if cfg.bannerBytes > 0 {
+		return out.println(strings.Repeat("x", cfg.bannerBytes))
+	}
+	return nil
+}
+
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var cfg config
 	fs := flag.NewFlagSet("sim-robot", flag.ContinueOnError)
@@ -117,11 +138,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.secret, "secret", false, "put a fake AWS access key in get_scene's observation")
 	fs.StringVar(&cfg.inject, "inject", "", "append `text` (say, a prompt injection) to get_scene's observation, as if read from a label in the cell")
 	fs.StringVar(&cfg.record, "record", "", "append one JSON line {\"tool\",\"args\"} per call to `file`")
+	fs.StringVar(&cfg.banner, "banner", "", "print `text` as a line on stdout before serving, as a driver that logs to the wrong stream would")
+	fs.IntVar(&cfg.bannerBytes, "banner-bytes", 0, "print a line of `n` bytes (x…) on stdout before serving, after -banner")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
 		err := fmt.Errorf("unexpected arguments %q", fs.Args())
+		fmt.Fprintln(stderr, "sim-robot:", err)
+		return config{}, err
+	}
+	if cfg.bannerBytes < 0 {
+		err := errors.New("-banner-bytes must not be negative")
 		fmt.Fprintln(stderr, "sim-robot:", err)
 		return config{}, err
 	}

@@ -31,6 +31,7 @@ type robot struct {
 	stats *callStats
 	rec   *recorder // nil without -record
 	log   *slog.Logger
+	out   *stdout // the protocol's stream, for the stdout faults
 	// done closes when the process shuts down; tools that block return then,
 	// so a shutdown never waits on a hung call.
 	done <-chan struct{}
@@ -43,8 +44,8 @@ type handler func(ctx context.Context, req *mcp.CallToolRequest) *mcp.CallToolRe
 // newServer returns an MCP server for the world with every tool registered.
 // ctx bounds the server's life: tools blocked in wait or a hang return when
 // it ends.
-func newServer(ctx context.Context, cfg config, world *World, rec *recorder, log *slog.Logger) *mcp.Server {
-	r := &robot{cfg: cfg, world: world, stats: newCallStats(), rec: rec, log: log, done: ctx.Done()}
+func newServer(ctx context.Context, cfg config, world *World, rec *recorder, log *slog.Logger, out *stdout) *mcp.Server {
+	r := &robot{cfg: cfg, world: world, stats: newCallStats(), rec: rec, log: log, out: out, done: ctx.Done()}
 	srv := mcp.NewServer(&mcp.Implementation{Name: cfg.name, Version: "1.0.0"}, &mcp.ServerOptions{
 		Instructions: "A simulated robot cell. Call get_scene first; navigate_to a place before picking or placing there.",
 		// Not the SDK's default {"logging":{}}: the robot logs to stderr only.
@@ -126,6 +127,20 @@ func newServer(ctx context.Context, cfg config, world *World, rec *recorder, log
 		InputSchema: objectSchema(nil),
 		Annotations: readOnly("Call statistics"),
 	}, false, r.robotStats)
+	r.register(srv, &mcp.Tool{
+		Name: "big_result",
+		Description: "Test hook, never needed for real work: answer with an observation of the given size, to " +
+			"exercise a client's bounds on results.",
+		InputSchema: objectSchema(map[string]any{
+			"bytes": map[string]any{
+				"type":        "integer",
+				"description": "Length of the observation in bytes.",
+				"minimum":     0,
+				"maximum":     maxBigResult,
+			},
+		}, "bytes"),
+		Annotations: readOnly("Answer with a large result"),
+	}, false, r.bigResult)
 	r.register(srv, &mcp.Tool{
 		Name: "fault",
 		Description: "Test hook, never needed for real work: misbehave in the chosen way so a client's handling of " +

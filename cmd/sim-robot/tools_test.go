@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -40,7 +41,13 @@ func (b *syncBuffer) String() string {
 type harness struct {
 	session *mcp.ClientSession
 	log     *syncBuffer
+	stdout  *syncBuffer // what the stdout faults print; the protocol itself runs in memory
 }
+
+// nopCloser lets a syncBuffer stand in for stdout.
+type nopCloser struct{ *syncBuffer }
+
+func (nopCloser) Close() error { return nil }
 
 func start(t *testing.T, cfg config, rec *recorder, clientOpts *mcp.ClientOptions) *harness {
 	t.Helper()
@@ -49,7 +56,8 @@ func start(t *testing.T, cfg config, rec *recorder, clientOpts *mcp.ClientOption
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &syncBuffer{}
-	srv := newServer(ctx, cfg, NewWorld(), rec, slog.New(slog.NewTextHandler(logs, nil)))
+	out := &syncBuffer{}
+	srv := newServer(ctx, cfg, NewWorld(), rec, slog.New(slog.NewTextHandler(logs, nil)), &stdout{w: nopCloser{out}})
 	serverTransport, clientTransport := mcp.NewInMemoryTransports()
 	ss, err := srv.Connect(ctx, serverTransport, nil)
 	if err != nil {
@@ -64,7 +72,7 @@ func start(t *testing.T, cfg config, rec *recorder, clientOpts *mcp.ClientOption
 		cs.Close()
 		ss.Wait()
 	})
-	return &harness{session: cs, log: logs}
+	return &harness{session: cs, log: logs, stdout: out}
 }
 
 // call calls a tool that must answer with one envelope, carried both as
@@ -214,7 +222,7 @@ func TestToolDefinitions(t *testing.T) {
 			t.Errorf("%s: description %q lacks the -describe-suffix", tool.Name, tool.Description)
 		}
 	}
-	want := []string{"fault", "get_scene", "navigate_to", "open_drawer", "pick_object", "place_object", "robot_stats", "wait"}
+	want := []string{"big_result", "fault", "get_scene", "navigate_to", "open_drawer", "pick_object", "place_object", "robot_stats", "wait"}
 	for _, name := range want {
 		if byName[name] == nil {
 			t.Fatalf("tool %s is missing from %v", name, res.Tools)
@@ -262,6 +270,39 @@ func TestFaultModes(t *testing.T) {
 		t.Errorf("is_error = %+v, want isError with a success envelope as text", res)
 	}
 }
+
+func TestBigResultAndStdoutFaults(t *testing.T) {
+	h := start(t, config{}, nil, nil)
+	for _, n := range []int{0, 1, 100000} {
+		res := h.callRaw(t, "big_result", map[string]any{"bytes": n})
+		text := res.Content[0].(*mcp.TextContent).Text
+		var env map[string]any
+		if err := json.Unmarshal([]byte(text), &env); err != nil || env["success"] != true || len(env["observation"].(string)) != n || res.StructuredContent != nil {
+			t.Errorf("big_result %d: %d bytes of text, structured %v, err %v", n, len(text), res.StructuredContent, err)
+		}
+	}
+	if got := h.call(t, "fault", map[string]any{"mode": "stdout_banner"}); got["success"] != true {
+		t.Errorf("stdout_banner = %v", got)
+	}
+	if got := h.stdout.String(); got != stdoutBanner+"\n" {
+		t.Errorf("stdout_banner printed %q, want the banner line", got)
+	}
+	res := h.callRaw(t, "fault", map[string]any{"mode": "invalid_utf8"})
+	if text := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(text, invalidUTF8Marker) {
+		t.Errorf("invalid_utf8 answered %q, want the marker stdout replaces", text)
+	}
+	var out bytes.Buffer
+	if _, err := (&stdout{w: writeCloser{&out}}).Write([]byte(`{"text":"` + invalidUTF8Marker + `"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if utf8.Valid(out.Bytes()) {
+		t.Errorf("stdout kept %q valid UTF-8; the marker must become invalid bytes", out.String())
+	}
+}
+
+type writeCloser struct{ *bytes.Buffer }
+
+func (writeCloser) Close() error { return nil }
 
 func TestHangIsCancelledAndCounted(t *testing.T) {
 	for _, tt := range []struct {
