@@ -39,6 +39,7 @@ var gatewayMetrics = map[string]gatewayMetric{
 	"mcp_gateway_audit_write_duration_seconds":   {histogram: true},
 	"mcp_gateway_audit_records_total":            {},
 	"mcp_gateway_audit_available":                {},
+	"mcp_gateway_upstream_output_errors_total":   {labels: []string{"server", "reason"}},
 	"mcp_gateway_http_connections":               {},
 	"mcp_gateway_http_connections_limit":         {},
 	"mcp_gateway_http_connections_refused_total": {},

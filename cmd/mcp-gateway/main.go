@@ -39,6 +39,9 @@ var commands = []command{
 	{"version", "print the version", runVersion},
 }
 
+// defaultMemoryLimit is the Go runtime's soft memory limit unless GOMEMLIMIT is set.
+const defaultMemoryLimit = 256 << 20
+
 // exitError carries an exit code; its message, if any, has already been printed.
 type exitError struct{ code int }
 
@@ -50,6 +53,13 @@ func main() {
 		// gateway's live heap is small, so trading some memory for fewer collections cuts
 		// per-call latency (docs/benchmarks.md). GOGC in the environment still wins.
 		debug.SetGCPercent(400)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// GOGC=400 lets the heap grow to five times what is live before a collection; when
+		// several large results are in flight at once, that is what RSS would follow. A soft
+		// limit makes the collector work harder only then, so memory stays in proportion to
+		// the results in flight (docs/design.md, "Bounded results"). GOMEMLIMIT still wins.
+		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
