@@ -210,6 +210,9 @@ func (g *Gateway) buildChain(cfg *config.Config, engine *policies.Engine, sets *
 		governor.Validate(redact),
 		governor.GuardCall(sets.ToolCall, guarding),
 		governor.Policy(engine, g.policyInput, g.approvals, g.metrics.policies, g.log),
+		// Again after the policy step: an approval can wait minutes, and the disk may have
+		// failed meanwhile.
+		governor.CheckStore(st.Available),
 		g.inFlight.step(),
 		governor.GuardResult(sets.ToolResult, guarding),
 		governor.CheckResult(),

@@ -83,13 +83,16 @@ func (s *Store) PutApproval(a Approval) error {
 	if err != nil {
 		return fmt.Errorf("encode approval %s: %w", a.ID, err)
 	}
-	err = s.update(func(tx *bolt.Tx) error {
+	if err := s.Available(); err != nil {
+		return fmt.Errorf("store approval %s: %w", a.ID, err)
+	}
+	err = s.updateWithin(s.commitTimeout, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketApprovals)
 		if b.Get([]byte(a.ID)) != nil {
 			return fmt.Errorf("approval %s: %w", a.ID, ErrExists)
 		}
 		return b.Put([]byte(a.ID), value)
-	})
+	}, nil)
 	if err != nil {
 		return fmt.Errorf("store approval %s in %s: %w", a.ID, s.path, err)
 	}
@@ -152,8 +155,7 @@ func (s *Store) DecideApproval(id, state, by, reason string, now time.Time) (App
 	if state != ApprovalApproved && state != ApprovalDenied {
 		return Approval{}, fmt.Errorf("approval %s: a decision is %q or %q, not %q", id, ApprovalApproved, ApprovalDenied, state)
 	}
-	var a Approval
-	err := s.modifyApproval(id, func(cur *Approval) error {
+	return s.modifyApproval(id, func(cur *Approval) error {
 		switch cur.effective(now).State {
 		case ApprovalPending:
 		case ApprovalExpired:
@@ -166,16 +168,13 @@ func (s *Store) DecideApproval(id, state, by, reason string, now time.Time) (App
 			return fmt.Errorf("approval %s is already %s%s: %w", id, cur.State, by, ErrAlreadyDecided)
 		}
 		cur.State, cur.DecidedBy, cur.DecisionReason, cur.Decided = state, by, reason, now.UTC()
-		a = *cur
 		return nil
 	})
-	return a, err
 }
 
 // ConsumeApproval implements [ApprovalStore].
 func (s *Store) ConsumeApproval(id string) (Approval, error) {
-	var a Approval
-	err := s.modifyApproval(id, func(cur *Approval) error {
+	return s.modifyApproval(id, func(cur *Approval) error {
 		switch cur.State {
 		case ApprovalApproved:
 		case ApprovalUsed:
@@ -184,16 +183,19 @@ func (s *Store) ConsumeApproval(id string) (Approval, error) {
 			return fmt.Errorf("approval %s is %s: %w", id, cur.effective(s.now()).State, ErrNotApproved)
 		}
 		cur.State = ApprovalUsed
-		a = *cur
 		return nil
 	})
-	return a, err
 }
 
 // modifyApproval reads, changes and writes one approval in a single transaction; that is what
-// makes exactly one of many concurrent decisions win.
-func (s *Store) modifyApproval(id string, change func(*Approval) error) error {
-	return s.update(func(tx *bolt.Tx) error {
+// makes exactly one of many concurrent decisions win. While the state file does not take writes
+// it refuses at once: a decision that cannot be recorded is not made.
+func (s *Store) modifyApproval(id string, change func(*Approval) error) (Approval, error) {
+	if err := s.Available(); err != nil {
+		return Approval{}, fmt.Errorf("approval %s is unchanged: %w", id, err)
+	}
+	var changed Approval
+	err := s.updateWithin(s.commitTimeout, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketApprovals)
 		v := b.Get([]byte(id))
 		if v == nil {
@@ -210,8 +212,15 @@ func (s *Store) modifyApproval(id string, change func(*Approval) error) error {
 		if err != nil {
 			return fmt.Errorf("encode approval %s: %w", id, err)
 		}
+		changed = a
 		return b.Put([]byte(id), value)
-	})
+	}, nil)
+	if err != nil {
+		// A write that timed out may still land; its result is not read here (the transaction
+		// still owns it), and the caller is told it failed.
+		return Approval{}, err
+	}
+	return changed, nil
 }
 
 func decodeApproval(id string, v []byte, a *Approval) error {

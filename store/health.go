@@ -3,6 +3,8 @@ package store
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -101,7 +103,7 @@ func (s *Store) noteWrite(err error) {
 	if errors.Is(err, ErrClosed) || errors.Is(err, ErrReadOnly) {
 		return
 	}
-	s.setFault(faultWrite, describeWriteError(err))
+	s.setFault(faultWrite, s.describeWriteError(err))
 }
 
 func (s *Store) setFault(kind faultKind, cause string) {
@@ -118,21 +120,36 @@ func (s *Store) setFault(kind faultKind, cause string) {
 	}
 }
 
-// describeWriteError turns a write error into what an operator should read.
-func describeWriteError(err error) string {
+// describeWriteError turns a write error into what an operator should read. Callers and models
+// read it too, so it names the failure, not the file's path (the log has that).
+func (s *Store) describeWriteError(err error) string {
+	detail := err.Error()
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		detail = errno.Error()
+	}
+	detail = strings.ReplaceAll(strings.ReplaceAll(detail, s.path, "state.db"), s.dir, "the state directory")
 	switch {
 	case errors.Is(err, syscall.ENOSPC):
-		return "the disk is full (" + err.Error() + ")"
+		return "the disk is full (" + detail + ")"
 	case errors.Is(err, syscall.EDQUOT):
-		return "the disk quota is exhausted (" + err.Error() + ")"
+		return "the disk quota is exhausted (" + detail + ")"
 	case errors.Is(err, syscall.EROFS):
-		return "the filesystem is read-only (" + err.Error() + ")"
+		return "the filesystem is read-only (" + detail + ")"
 	case errors.Is(err, syscall.EIO):
-		return "the disk reported an I/O error (" + err.Error() + ")"
+		return "the disk reported an I/O error (" + detail + ")"
 	case errors.Is(err, errCommitTimeout):
-		return err.Error()
+		return detail
 	}
-	return "a write failed: " + err.Error()
+	return "a write failed: " + detail
+}
+
+// isDiskError reports whether err came from the file or the disk rather than from a
+// transaction's own logic.
+func isDiskError(err error) bool {
+	var errno syscall.Errno
+	var pathErr *os.PathError
+	return errors.As(err, &errno) || errors.As(err, &pathErr) || errors.Is(err, errCommitTimeout)
 }
 
 // errCommitTimeout: a bounded write did not complete in time.
@@ -146,7 +163,6 @@ func (s *Store) updateWithin(d time.Duration, fn func(tx *bolt.Tx) error, late f
 	var gaveUp atomic.Bool
 	go func() {
 		err := s.update(fn)
-		s.noteWrite(err)
 		done <- err
 		if gaveUp.Load() && late != nil {
 			late(err)
@@ -253,4 +269,14 @@ func byteSize(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// unavailable is err as callers read it: the store's *UnavailableError when it is failing
+// (which names the cause without the file's path), else err wrapped in ErrUnavailable with
+// the path taken out.
+func (s *Store) unavailable(err error) error {
+	if avail := s.Available(); avail != nil {
+		return avail
+	}
+	return &UnavailableError{Path: s.path, Cause: s.describeWriteError(err), Since: s.now()}
 }

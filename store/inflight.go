@@ -42,7 +42,7 @@ func (s *Store) BeginPhysical(l Lockout) error {
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("journal physical call %s on %s in %s: %w", l.CallID, l.Server, s.path, err)
+		return fmt.Errorf("journal physical call %s on %s: %w", l.CallID, l.Server, s.unavailable(err))
 	}
 	return nil
 }

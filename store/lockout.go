@@ -130,7 +130,7 @@ func (s *Store) writePendingLockouts() error {
 		return nil
 	}, nil)
 	if err != nil {
-		return fmt.Errorf("record lockouts in %s: %w", s.path, errors.Join(ErrUnavailable, err))
+		return fmt.Errorf("record lockouts: %w", s.unavailable(err))
 	}
 	clear(s.pending)
 	s.log.Info("lockouts recorded in the state file", "servers", len(values), "file", s.path)

@@ -305,7 +305,11 @@ func (s *Store) update(fn func(tx *bolt.Tx) error) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	return s.db.Update(fn)
+	err := s.db.Update(fn)
+	if err == nil || isDiskError(err) {
+		s.noteWrite(err) // a refusal of fn's own (not found, already decided) says nothing of the disk
+	}
+	return err
 }
 
 // view runs fn in a read transaction.

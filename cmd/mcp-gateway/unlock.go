@@ -73,7 +73,11 @@ func unlockViaAPI(ctx context.Context, api *adminClient, cfg *config.Config, ser
 		return err
 	}
 	fmt.Fprintf(stdout, "server %s: lockout cleared by %s.\n  It was %s\n", server, operator, describeLockout(res.Cleared, time.Now()))
-	fmt.Fprintf(stdout, "The reset is recorded in the audit log with the reason %q.\n", reason)
+	if res.AuditError != "" {
+		fmt.Fprintf(stderr, "warning: the reset is NOT yet in the audit log (%s); the gateway keeps it queued and writes it when the state file takes writes\n", res.AuditError)
+	} else {
+		fmt.Fprintf(stdout, "The reset is recorded in the audit log with the reason %q.\n", reason)
+	}
 	if res.Restarted {
 		fmt.Fprintf(stdout, "The gateway restarted server %s; physical actions on it are allowed again.\n", server)
 	} else {
