@@ -106,7 +106,11 @@ func (d *decoder) checkGateway(g *Gateway, dir string) {
 
 func (d *decoder) checkAudit(a *Audit) {
 	src := d.src[a]
-	if src == nil || !src.given("redact_keys") {
+	if src == nil {
+		src = &source{}
+	}
+	d.checkAuditBounds(a, src)
+	if !src.given("redact_keys") {
 		a.RedactKeys = append([]string(nil), DefaultRedactKeys...)
 		return
 	}
