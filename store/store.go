@@ -81,6 +81,9 @@ type Options struct {
 	// Now is the clock for audit record times, lockout times and approval expiry. Nil means
 	// time.Now.
 	Now func() time.Time
+	// Retention bounds the audit log; a background pruner removes the oldest records beyond
+	// it (retention.go). The zero value keeps everything. Ignored with ReadOnly.
+	Retention Retention
 }
 
 // Store is the one owner of the gateway's bbolt state file. It implements [LockoutStore],
@@ -98,7 +101,8 @@ type Store struct {
 	lockMu   sync.Mutex
 	lockouts atomic.Pointer[lockoutView]
 
-	audit *auditLog
+	audit  *auditLog
+	pruner *pruner // nil without retention
 
 	closeOnce sync.Once
 	closeErr  error
@@ -158,7 +162,14 @@ func Open(dir string, opts Options) (*Store, error) {
 	if batch == 0 {
 		batch = defaultAuditBatch
 	}
+	if !opts.ReadOnly && opts.Retention.enabled() {
+		s.pruner = newPruner(s, opts.Retention)
+		s.onCommit = wakeAfterCommit(s.onCommit, s.pruner)
+	}
 	s.audit = newAuditLog(s, tail, batch)
+	if s.pruner != nil {
+		s.pruner.start()
+	}
 	return s, nil
 }
 
@@ -219,6 +230,9 @@ func (s *Store) Path() string { return s.path }
 // lock. Calling it again returns the first call's result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		if s.pruner != nil {
+			s.pruner.stop()
+		}
 		s.closed.Store(true)
 		auditErr := s.audit.close()
 		s.closeErr = errors.Join(auditErr, s.release())
