@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -36,7 +37,8 @@ func openGovernance(cfg *config.Config, logger *slog.Logger, stderr io.Writer) (
 		return nil, exitError{1}
 	}
 	reg := gateway.NewRegistry()
-	st, err := store.Open(cfg.Gateway.StateDir, store.Options{Logger: logger, OnAuditCommit: gateway.AuditMetrics(reg)})
+	st, err := store.Open(cfg.Gateway.StateDir, store.Options{Logger: logger, OnAuditCommit: gateway.AuditMetrics(reg),
+		Retention: store.Retention{MaxAge: time.Duration(cfg.Audit.Retention.MaxAge), MaxBytes: cfg.Audit.Retention.MaxBytes}})
 	if err != nil {
 		return nil, fmt.Errorf("opening the state file: %w", err)
 	}
