@@ -246,7 +246,7 @@ type Webhook struct {
 // DefaultApprovalTimeout is how long a call waits for an approval by default.
 const DefaultApprovalTimeout = 5 * time.Minute
 
-// Defaults and bounds of the audit section. A gigabyte of records is about 1.4 million typical
+// Defaults and bounds of the audit section. A gigabyte of records is about 1.7 million typical
 // calls (docs/benchmarks.md): months of a busy robot, and small beside any disk it runs on. Age
 // is not bounded by default: how long evidence must be kept is the operator's decision.
 const (

@@ -24,7 +24,7 @@ func BenchmarkAuditGrowth(b *testing.B) {
 	redact := governor.NewAuditRedactor(config.Audit{RedactKeys: config.DefaultRedactKeys, MaxValueBytes: config.DefaultAuditMaxValueBytes})
 	typical := json.RawMessage(`{"target":"red_cup","speed":0.4,"pose":{"x":0.31,"y":-0.12,"z":0.05}}`)
 	longReason := "upstream error: " + strings.Repeat("motor controller returned E_STALL on joint 3; ", 20000) // ~1 MB
-	bigArg, _ := json.Marshal(map[string]string{"program": strings.Repeat("G1 X10 Y10 F300\n", 1<<16)})       // ~1 MB
+	bigArg, _ := json.Marshal(map[string]string{"program": strings.Repeat("G1 X10 Y10 F300\n", 1<<16)})        // ~1 MB
 	for _, tc := range []struct {
 		name   string
 		args   json.RawMessage
