@@ -139,6 +139,7 @@ func (d *decoder) checkAudit(a *Audit) {
 	case src.valid("min_free_bytes") && a.MinFreeBytes < 0:
 		d.errorf(src.valueLine("min_free_bytes"), loc.field("min_free_bytes"), "must not be negative; write 0 to turn the free-space check off")
 	}
+	d.checkAuditBounds(a, src)
 	if !src.given("redact_keys") {
 		a.RedactKeys = append([]string(nil), DefaultRedactKeys...)
 		return

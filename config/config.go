@@ -128,6 +128,23 @@ type Audit struct {
 	// MinFreeBytes is the free space the state directory's filesystem must keep; below it
 	// every call is refused (audit_unavailable) before anything is sent. 0 disables the check.
 	MinFreeBytes int64 `yaml:"min_free_bytes" json:"min_free_bytes,omitempty" jsonschema:"minimum=0,description=Free bytes the state directory's filesystem must keep; below it calls are refused before dispatch with audit_unavailable; 0 turns the check off (default 16777216)."`
+	// MaxValueBytes bounds one string (or number) of the redacted arguments in the audit log: a
+	// longer one is stored as its first MaxValueBytes bytes and a marker with its length and
+	// SHA-256. Arguments that are still larger than 16 times this are stored as one such string.
+	MaxValueBytes int `yaml:"max_value_bytes" json:"max_value_bytes,omitempty" jsonschema:"minimum=256,description=Longest string or number of the arguments kept whole in the audit log in bytes; longer ones are cut and marked with their length and SHA-256 (default 4096)."`
+	// Retention bounds the audit records kept in the state file.
+	Retention Retention `yaml:"retention" json:"retention,omitempty" jsonschema:"description=How many audit records the state file keeps; the oldest are pruned and a checkpoint keeps the hash chain verifiable."`
+}
+
+// Retention bounds the audit log. The oldest records beyond either bound are pruned in small
+// batches; a checkpoint record on the chain carries the digest of what was pruned. Lockouts,
+// approvals and pins are never pruned.
+type Retention struct {
+	// MaxAge prunes records older than this; 0 keeps records of any age.
+	MaxAge Duration `yaml:"max_age" json:"max_age,omitempty" jsonschema:"type=string,description=Prune audit records older than this such as 2160h (90 days); 0s keeps records of any age (default 0s)."`
+	// MaxBytes prunes the oldest records while the stored records (keys and values) take more
+	// than this many bytes; 0 keeps any amount.
+	MaxBytes int64 `yaml:"max_bytes" json:"max_bytes,omitempty" jsonschema:"minimum=0,description=Prune the oldest audit records while the stored records take more than this many bytes; 0 keeps any amount (default 1073741824\\, 1 GiB)."`
 }
 
 // DefaultCommitTimeout is audit.commit_timeout when the file does not set it.
@@ -257,6 +274,16 @@ type Webhook struct {
 
 // DefaultApprovalTimeout is how long a call waits for an approval by default.
 const DefaultApprovalTimeout = 5 * time.Minute
+
+// Defaults and bounds of the audit section. A gigabyte of records is about 1.7 million typical
+// calls (docs/benchmarks.md): months of a busy robot, and small beside any disk it runs on. Age
+// is not bounded by default: how long evidence must be kept is the operator's decision.
+const (
+	DefaultAuditMaxValueBytes = 4096
+	MinAuditMaxValueBytes     = 256
+	DefaultAuditMaxBytes      = 1 << 30
+	MinAuditMaxBytes          = 64 << 10
+)
 
 // DefaultShutdownGrace is how long calls in flight may finish at shutdown by default.
 const DefaultShutdownGrace = 30 * time.Second

@@ -195,7 +195,7 @@ func (g *Gateway) buildChain(cfg *config.Config, engine *policies.Engine, sets *
 	if g.metrics.calls != nil {
 		steps = append(steps, g.metrics.calls.Observe())
 	}
-	redact := governor.NewRedactor(cfg.Audit.RedactKeys)
+	redact := governor.NewAuditRedactor(cfg.Audit)
 	guarding := &governor.Guarding{
 		Approvals: g.approvals,
 		Metrics:   g.guardMetrics,

@@ -96,7 +96,7 @@ func (g *Gateway) drainingRefusal() governor.Handler {
 	})
 	steps := []governor.Step{governor.Log(g.log)}
 	if st := g.opts.Store; st != nil {
-		steps = append([]governor.Step{governor.Audit(st, governor.NewRedactor(g.config().Audit.RedactKeys), g.log)}, steps...)
+		steps = append([]governor.Step{governor.Audit(st, governor.NewAuditRedactor(g.config().Audit), g.log)}, steps...)
 	}
 	return governor.Chain(refuse, steps...)
 }

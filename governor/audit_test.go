@@ -250,3 +250,68 @@ func TestArgumentsNotAnObjectAreAudited(t *testing.T) {
 		t.Fatalf("%d records of 3 refusals, %d calls sent", n, srv.calls)
 	}
 }
+
+func TestRedactorCutsLongValues(t *testing.T) {
+	r := NewAuditRedactor(config.Audit{RedactKeys: []string{"password"}, MaxValueBytes: 256})
+	big := strings.Repeat("x", 1<<20)
+	digest := func(s string) string { return store.TruncateString(s, 256)[256:] }
+	tests := []struct {
+		name, in string
+		check    func(t *testing.T, out map[string]any, raw string)
+	}{
+		{"short arguments pass as they are", `{"target":"table","speed":0.4}`, func(t *testing.T, _ map[string]any, raw string) {
+			if raw != `{"target":"table","speed":0.4}` {
+				t.Errorf("got %s", raw)
+			}
+		}},
+		{"a long string is cut with its digest", `{"blob":"` + big + `","target":"table"}`, func(t *testing.T, out map[string]any, _ string) {
+			blob, _ := out["blob"].(string)
+			if blob != strings.Repeat("x", 256)+digest(big) || out["target"] != "table" {
+				t.Errorf("blob %.300q, target %v", blob, out["target"])
+			}
+			if !strings.Contains(blob, "[truncated: 1048576 bytes, sha256:") {
+				t.Errorf("no marker in %.300q", blob)
+			}
+		}},
+		{"a long secret is redacted, not cut", `{"password":"` + big + `"}`, func(t *testing.T, out map[string]any, _ string) {
+			if out["password"] != Redacted {
+				t.Errorf("password: %.100v", out["password"])
+			}
+		}},
+		{"a long key is cut", `{"` + big + `":1}`, func(t *testing.T, out map[string]any, _ string) {
+			for k := range out {
+				if len(k) > 512 || !strings.HasPrefix(k, "xxx") {
+					t.Errorf("key of %d bytes", len(k))
+				}
+			}
+		}},
+		{"many short values are bounded as a whole", `[` + strings.TrimSuffix(strings.Repeat(`"abcdefgh",`, 10000), ",") + `]`, func(t *testing.T, _ map[string]any, raw string) {
+			if len(raw) > 1024 || !strings.Contains(raw, "[truncated: ") {
+				t.Errorf("%d bytes: %.200s", len(raw), raw)
+			}
+		}},
+		{"invalid JSON is kept as a cut string", big, func(t *testing.T, _ map[string]any, raw string) {
+			var s string
+			if err := json.Unmarshal([]byte(raw), &s); err != nil || !strings.HasSuffix(s, digest(big)) {
+				t.Errorf("%v: %.200s", err, raw)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			raw := r.Redact(json.RawMessage(tt.in))
+			if !json.Valid(raw) {
+				t.Fatalf("not valid JSON: %.200s", raw)
+			}
+			if len(raw) > 16*256+200 {
+				t.Errorf("redacted arguments are %d bytes", len(raw))
+			}
+			var out map[string]any
+			_ = json.Unmarshal(raw, &out)
+			tt.check(t, out, string(raw))
+		})
+	}
+	if NewRedactor(nil).Redact(json.RawMessage(`{"a":"`+big+`"}`)) == nil || len(NewRedactor(nil).Redact(json.RawMessage(`{"a":"`+big+`"}`))) > 2*config.DefaultAuditMaxValueBytes {
+		t.Error("NewRedactor must cut at the default max_value_bytes")
+	}
+}

@@ -4,20 +4,30 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+
+	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
 // Redacted replaces the value of a redacted argument in the audit log.
 const Redacted = "[REDACTED]"
 
 // Redactor removes the values of sensitive argument keys before arguments are written to the
-// audit log (audit.redact_keys). A key matches when, lower-cased, it contains one of the keys.
+// audit log (audit.redact_keys), and cuts values too long to keep whole (audit.max_value_bytes).
+// A key matches when, lower-cased, it contains one of the keys.
 type Redactor struct {
-	keys [][]byte // lower-cased
+	keys     [][]byte // lower-cased
+	maxValue int      // longest string, number or key kept whole, in bytes
 }
 
-// NewRedactor is a redactor for keys (matched case-insensitively as substrings).
+// maxArgsFactor bounds the whole of the stored arguments at this many times maxValue: many short
+// values can add up too.
+const maxArgsFactor = 16
+
+// NewRedactor is a redactor for keys (matched case-insensitively as substrings) that keeps
+// values of up to config.DefaultAuditMaxValueBytes whole.
 func NewRedactor(keys []string) *Redactor {
-	r := &Redactor{}
+	r := &Redactor{maxValue: config.DefaultAuditMaxValueBytes}
 	for _, k := range keys {
 		if k = strings.ToLower(strings.TrimSpace(k)); k != "" {
 			r.keys = append(r.keys, []byte(k))
@@ -26,26 +36,47 @@ func NewRedactor(keys []string) *Redactor {
 	return r
 }
 
-// Redact returns args with the values of matching keys, at any depth, replaced by Redacted.
-// Arguments that cannot hold such a key are returned as they are, without decoding; arguments
-// that are not valid JSON are returned whole as a JSON string, since the audit log must stay
+// NewAuditRedactor is the redactor of a loaded audit section: its redact_keys and its
+// max_value_bytes.
+func NewAuditRedactor(a config.Audit) *Redactor {
+	r := NewRedactor(a.RedactKeys)
+	if a.MaxValueBytes > 0 {
+		r.maxValue = a.MaxValueBytes
+	}
+	return r
+}
+
+// Redact returns args with the values of matching keys, at any depth, replaced by Redacted, and
+// every string, number or key longer than the redactor's bound cut by [store.TruncateString]
+// (a prefix, then the original length and SHA-256). Arguments whose encoding is still longer
+// than 16 times the bound are returned as one such cut JSON string. Arguments that can hold
+// neither a matching key nor a long value are returned as they are, without decoding; arguments
+// that are not valid JSON are returned as a (cut) JSON string, since the audit log must stay
 // valid JSON.
 func (r *Redactor) Redact(args json.RawMessage) json.RawMessage {
-	if !r.mayMatch(args) {
+	if !r.mayMatch(args) && len(args) <= r.maxValue {
 		return args
 	}
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		b, _ := json.Marshal(string(args))
-		return b
+		return r.cutWhole(string(args))
 	}
 	out, err := json.Marshal(r.walk(v))
 	if err != nil {
 		return json.RawMessage(`"` + Redacted + `"`)
 	}
+	if len(out) > maxArgsFactor*r.maxValue {
+		return r.cutWhole(string(out))
+	}
 	return out
+}
+
+// cutWhole stores text as one JSON string, cut to the redactor's bound.
+func (r *Redactor) cutWhole(text string) json.RawMessage {
+	b, _ := json.Marshal(store.TruncateString(text, r.maxValue))
+	return b
 }
 
 // mayMatch is the cheap test: a key can only match if its text appears in the raw JSON, unless
@@ -69,16 +100,27 @@ func (r *Redactor) mayMatch(args json.RawMessage) bool {
 func (r *Redactor) walk(v any) any {
 	switch v := v.(type) {
 	case map[string]any:
+		// A new map: a cut key is a new key, which ranging over v might visit again. The
+		// marker carries the key's digest, so two long keys stay apart.
+		out := make(map[string]any, len(v))
 		for k, val := range v {
 			if r.matches(k) {
-				v[k] = Redacted
+				val = Redacted
 			} else {
-				v[k] = r.walk(val)
+				val = r.walk(val)
 			}
+			out[store.TruncateString(k, r.maxValue)] = val
 		}
+		return out
 	case []any:
 		for i, val := range v {
 			v[i] = r.walk(val)
+		}
+	case string:
+		return store.TruncateString(v, r.maxValue)
+	case json.Number:
+		if len(v) > r.maxValue {
+			return store.TruncateString(string(v), r.maxValue)
 		}
 	}
 	return v

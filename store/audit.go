@@ -397,6 +397,7 @@ func (a *auditLog) write(batch []auditItem) (int, error) {
 // as a JSON string, a duration JSON cannot encode becomes 0, and a Detail that cannot be encoded
 // is replaced by the reason, so that a record is never lost to its own content.
 func (a *auditLog) seal(r *Record) ([]byte, error) {
+	boundRecord(r)
 	if math.IsNaN(r.DurationMS) || math.IsInf(r.DurationMS, 0) {
 		r.DurationMS = 0
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -194,9 +195,28 @@ func (s *Store) decodeRecord(k, v []byte) (Record, bool) {
 // stored bytes and checking every Prev link and that no sequence number is missing. It returns
 // how many records verified before the first break, and that break (nil when the chain is
 // intact). A single changed byte in a stored record is reported at that record.
+//
+// After retention has pruned the oldest records, the walk starts at the first kept record: the
+// last applied checkpoint (in meta) says which that is and what its Prev must be, and the
+// checkpoint record it names must be on the chain, saying the same. So a kept record, the
+// checkpoint record or the meta copy that was changed, and a record removed from the start or
+// the middle, each break verification.
 func (s *Store) AuditVerify() (checked uint64, bad *VerifyError) {
-	expect := uint64(1)
-	prev := ""
+	var (
+		cp     Checkpoint
+		pruned bool
+	)
+	if err := s.view(func(tx *bolt.Tx) (err error) {
+		cp, pruned, err = readPruned(tx)
+		return err
+	}); err != nil {
+		return 0, &VerifyError{Seq: 1, Reason: err.Error()}
+	}
+	expect, prev := uint64(1), ""
+	if pruned {
+		expect, prev = cp.LastSeq+1, cp.LastHash
+	}
+	start := expect
 	for {
 		done := false
 		err := s.view(func(tx *bolt.Tx) error {
@@ -206,6 +226,14 @@ func (s *Store) AuditVerify() (checked uint64, bad *VerifyError) {
 				return nil
 			}
 			c := b.Cursor()
+			if expect == start && pruned {
+				if first, _ := c.First(); first != nil && bytes.Compare(first, seqKey(start)) < 0 {
+					bad = &VerifyError{Seq: binary.BigEndian.Uint64(first), Reason: fmt.Sprintf(
+						"record is stored although the record of pruned records (checkpoint record %d) says records up to %d were pruned: it was changed",
+						cp.CheckpointSeq, cp.LastSeq)}
+					return nil
+				}
+			}
 			k, v := c.Seek(seqKey(expect))
 			for n := 0; k != nil && n < scanChunk; k, v = c.Next() {
 				n++
@@ -217,7 +245,14 @@ func (s *Store) AuditVerify() (checked uint64, bad *VerifyError) {
 					bad = &VerifyError{Seq: expect, Reason: fmt.Sprintf("record is missing (the next stored record is %d)", seq)}
 					return nil
 				}
-				hash, reason := verifyRecord(expect, v, prev)
+				link := fmt.Sprintf("the hash of record %d: a record before it was changed, removed or replaced", expect-1)
+				if expect == start && pruned {
+					link = fmt.Sprintf("the hash of the last pruned record %d in checkpoint record %d: the checkpoint was changed, or records were removed", cp.LastSeq, cp.CheckpointSeq)
+				}
+				hash, reason := verifyRecord(expect, v, prev, link)
+				if reason == "" && pruned && expect == cp.CheckpointSeq {
+					reason = checkCheckpoint(v, cp)
+				}
 				if reason != "" {
 					bad = &VerifyError{Seq: expect, Reason: reason}
 					return nil
@@ -232,15 +267,36 @@ func (s *Store) AuditVerify() (checked uint64, bad *VerifyError) {
 		if err != nil {
 			return checked, &VerifyError{Seq: expect, Reason: "cannot read the audit log: " + err.Error()}
 		}
-		if bad != nil || done {
+		if bad != nil {
 			return checked, bad
+		}
+		if done {
+			if pruned && expect <= cp.CheckpointSeq {
+				return checked, &VerifyError{Seq: cp.CheckpointSeq, Reason: fmt.Sprintf(
+					"checkpoint record is missing: the record of pruned records says it holds the digest of records %d to %d", cp.FirstSeq, cp.LastSeq)}
+			}
+			return checked, nil
 		}
 	}
 }
 
-// verifyRecord checks one stored record against its position and the previous record's hash. It
-// returns the record's hash, or why the record breaks the chain.
-func verifyRecord(seq uint64, value []byte, prev string) (hash, reason string) {
+// checkCheckpoint checks the checkpoint record that meta names against meta's copy.
+func checkCheckpoint(value []byte, meta Checkpoint) string {
+	got, ok := checkpointOf(value)
+	switch {
+	case !ok:
+		return "the record of pruned records names this record as its checkpoint, but it is not a checkpoint record: the record of pruned records was changed"
+	case !got.same(meta):
+		return fmt.Sprintf("checkpoint record says records %d to %d (last hash %s) were pruned, but the record of pruned records says %d to %d (last hash %s): one of them was changed",
+			got.FirstSeq, got.LastSeq, got.LastHash, meta.FirstSeq, meta.LastSeq, meta.LastHash)
+	}
+	return ""
+}
+
+// verifyRecord checks one stored record against its position and the previous record's hash
+// (link says what that hash is, for the message). It returns the record's hash, or why the
+// record breaks the chain.
+func verifyRecord(seq uint64, value []byte, prev, link string) (hash, reason string) {
 	var r Record
 	if err := json.Unmarshal(value, &r); err != nil {
 		return "", "record is not valid JSON: " + err.Error()
@@ -254,7 +310,7 @@ func verifyRecord(seq uint64, value []byte, prev string) (hash, reason string) {
 	case r.Seq != seq:
 		return "", fmt.Sprintf("record says it is %d but is stored as %d", r.Seq, seq)
 	case r.Prev != prev:
-		return "", fmt.Sprintf("record's prev link does not match the hash of record %d: a record before it was changed, removed or replaced", seq-1)
+		return "", "record's prev link does not match " + link
 	}
 	return claimed, ""
 }

@@ -13,7 +13,8 @@
 //
 // # Buckets
 //
-//   - meta: the layout version ("schema"); a file from a newer layout is refused.
+//   - meta: the layout version ("schema"); a file from a newer layout is refused. After
+//     retention has pruned, also "audit_pruned": a copy of the last applied [Checkpoint].
 //   - lockouts: server name → JSON [Lockout]. Mirrored in memory behind an atomic pointer to
 //     an immutable snapshot, so the per-call check never reads the disk or takes a lock.
 //   - audit: 8-byte big-endian Seq → the JSON of one [Record]. Keys only grow.
@@ -56,4 +57,12 @@
 // that still parses to the same values — breaks the chain at that record. [Store.AuditVerify]
 // recomputes every hash and link and reports the first record that does not verify. After a
 // restart the chain continues from the last stored record.
+//
+// # Retention
+//
+// With Options.Retention, a pruner owned by the Store removes the oldest audit records in
+// short batches (retention.go). Each batch is preceded by a [RecordCheckpoint] record on the
+// chain naming what it removes and the hash the first kept record links to; verification starts
+// there (checkpoint.go). Texts in a record are cut to [MaxTextBytes] when it is sealed
+// (bounds.go), and [Compact] shrinks the file offline.
 package store

@@ -29,8 +29,8 @@ func smallDisk(t *testing.T, size string) string {
 	return dir
 }
 
-// fill writes into path until the filesystem refuses more.
-func fill(t *testing.T, path string) {
+// fillDisk writes into path until the filesystem refuses more.
+func fillDisk(t *testing.T, path string) {
 	t.Helper()
 	f, err := os.Create(path)
 	if err != nil {
@@ -112,7 +112,7 @@ func TestFullDiskFailsClosedAndRecovers(t *testing.T) {
 	}
 	defer s.Close()
 	filler := filepath.Join(dir, "fill")
-	fill(t, filler)
+	fillDisk(t, filler)
 
 	// bbolt reuses free pages, so the first writes may still fit; large records soon do not.
 	big := Record{Type: RecordCall, Server: "arm", Reason: strings.Repeat("x", 64<<10)}

@@ -92,6 +92,9 @@ type Options struct {
 	// OnHealth, if set, is called when the store becomes unavailable (false) or available
 	// again (true). It must return quickly.
 	OnHealth func(available bool)
+	// Retention bounds the audit log; a background pruner removes the oldest records beyond
+	// it (retention.go). The zero value keeps everything. Ignored with ReadOnly.
+	Retention Retention
 }
 
 // Store is the one owner of the gateway's bbolt state file. It implements [LockoutStore],
@@ -113,7 +116,8 @@ type Store struct {
 	lockouts atomic.Pointer[lockoutView]
 	pending  map[string]Lockout
 
-	audit *auditLog
+	audit  *auditLog
+	pruner *pruner // nil without retention
 
 	commitTimeout time.Duration
 	health        health
@@ -188,6 +192,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	if batch == 0 {
 		batch = defaultAuditBatch
 	}
+	if !opts.ReadOnly && opts.Retention.enabled() {
+		s.pruner = newPruner(s, opts.Retention)
+		s.onCommit = wakeAfterCommit(s.onCommit, s.pruner)
+	}
 	s.audit = newAuditLog(s, tail, batch)
 	if opts.ReadOnly {
 		close(s.watchDone)
@@ -198,6 +206,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 		s.checkSpace(minFree)
 		go s.watch(minFree)
+	}
+	if s.pruner != nil {
+		s.pruner.start()
 	}
 	return s, nil
 }
@@ -266,6 +277,9 @@ func (s *Store) Path() string { return s.path }
 // lock. Calling it again returns the first call's result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		if s.pruner != nil {
+			s.pruner.stop()
+		}
 		auditErr := s.audit.close()
 		if !s.readOnly {
 			close(s.watchStop)

@@ -26,17 +26,18 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && args[0] == "verify" {
 		return runAuditVerify(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "export" {
+		return runAuditExport(ctx, args[1:], stdout, stderr)
+	}
 	fs := newFlags("audit", "audit -c FILE [--server S] [--tool T] [--kind K] [--type T] [--since 2h|RFC3339] [--limit N] [--jsonl]\n"+
+		"       mcp-gateway audit export -c FILE [--since 2h|RFC3339] [filters] > audit.jsonl\n"+
 		"       mcp-gateway audit verify -c FILE\n\n"+
 		"Prints the audit log's records, oldest first, as a table or as JSON lines with every field.\n"+
-		"\"audit verify\" checks the hash chain and names the first record that does not verify.", stderr)
+		"\"audit export\" writes every matching record as one JSON line, for an archive kept before retention\n"+
+		"prunes the oldest records. \"audit verify\" checks the hash chain and names the first record that\n"+
+		"does not verify.", stderr)
 	o := addOpsFlags(fs)
-	var f store.AuditFilter
-	fs.StringVar(&f.Server, "server", "", "only records of this server")
-	fs.StringVar(&f.Tool, "tool", "", "only records of this public tool name")
-	fs.StringVar(&f.Kind, "kind", "", "only records with this failure kind (unknown_tool, invalid_tool_arguments, mcp_execution_status_unknown, ...)")
-	fs.StringVar(&f.Type, "type", "", "only records of this type: call, lockout or operator")
-	since := fs.String("since", "", "only records from `TIME` on: a duration back from now (2h) or an RFC 3339 time")
+	f, since := addFilterFlags(fs)
 	limit := fs.Int("limit", defaultTableLimit, "show only the last `N` matching records, 0 = all; with --jsonl and no --limit, all")
 	jsonl := fs.Bool("jsonl", false, "print every field of each record as one JSON object per line")
 	if err := fs.Parse(args); err != nil {
@@ -54,13 +55,8 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *jsonl && !flagGiven(fs, "limit") {
 		f.Limit = 0
 	}
-	if *since != "" {
-		t, err := gateway.ParseSince(*since, time.Now())
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return exitError{2}
-		}
-		f.Since = t
+	if err := parseSince(f, *since, stderr); err != nil {
+		return err
 	}
 	cfg, err := o.loadConfig(fs, stderr)
 	if err != nil {
@@ -74,9 +70,9 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	out := newRecordPrinter(stdout, *jsonl)
 	if acc.api != nil {
-		err = scanViaAPI(ctx, acc.api, f, out.print)
+		err = scanViaAPI(ctx, acc.api, *f, out.print)
 	} else {
-		err = acc.st.AuditScan(f, func(r store.Record) bool { return out.print(r) == nil })
+		err = acc.st.AuditScan(*f, func(r store.Record) bool { return out.print(r) == nil })
 	}
 	if err == nil {
 		err = out.err
@@ -96,6 +92,78 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	return nil
+}
+
+// addFilterFlags adds the record filters shared by audit and audit export; since is parsed by
+// parseSince after the flags.
+func addFilterFlags(fs *flag.FlagSet) (*store.AuditFilter, *string) {
+	f := &store.AuditFilter{}
+	fs.StringVar(&f.Server, "server", "", "only records of this server")
+	fs.StringVar(&f.Tool, "tool", "", "only records of this public tool name")
+	fs.StringVar(&f.Kind, "kind", "", "only records with this failure kind (unknown_tool, invalid_tool_arguments, mcp_execution_status_unknown, ...)")
+	fs.StringVar(&f.Type, "type", "", "only records of this type: call, lockout, operator or checkpoint")
+	since := fs.String("since", "", "only records from `TIME` on: a duration back from now (2h) or an RFC 3339 time")
+	return f, since
+}
+
+// parseSince sets f.Since from the --since flag (exit 2 with the problem when it does not parse).
+func parseSince(f *store.AuditFilter, since string, stderr io.Writer) error {
+	if since == "" {
+		return nil
+	}
+	t, err := gateway.ParseSince(since, time.Now())
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError{2}
+	}
+	f.Since = t
+	return nil
+}
+
+func runAuditExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("audit export", "audit export -c FILE [--since 2h|RFC3339] [--server S] [--tool T] [--kind K] [--type T] > audit.jsonl\n\n"+
+		"Writes every matching audit record, oldest first, as one JSON object per line with every field.\n"+
+		"Read from the state file (gateway stopped), each line is the record exactly as stored, so its hash\n"+
+		"still verifies and the archive can be checked against a retention checkpoint's digest later; from\n"+
+		"a running gateway the records come through its admin API. Export before retention prunes: see\n"+
+		"\"Audit retention and archiving\" in docs/operations.md.", stderr)
+	o := addOpsFlags(fs)
+	f, since := addFilterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return exitError{2}
+	}
+	if err := parseSince(f, *since, stderr); err != nil {
+		return err
+	}
+	cfg, err := o.loadConfig(fs, stderr)
+	if err != nil {
+		return err
+	}
+	acc, err := openState(cfg, o, true)
+	if err != nil {
+		return err
+	}
+	defer acc.Close()
+	w := bufio.NewWriter(stdout)
+	if acc.api != nil {
+		enc := json.NewEncoder(w)
+		err = scanViaAPI(ctx, acc.api, *f, func(r store.Record) error { return enc.Encode(r) })
+	} else {
+		err = acc.st.AuditExport(*f, func(raw []byte) error {
+			if _, err := w.Write(raw); err != nil {
+				return err
+			}
+			return w.WriteByte('\n')
+		})
+	}
+	if err != nil {
+		return err
+	}
+	return w.Flush()
 }
 
 // scanViaAPI streams the records the running gateway's /admin/audit selects.
@@ -177,7 +245,7 @@ func (p *recordPrinter) flush() error {
 // action.
 func recordOutcome(r store.Record) string {
 	switch {
-	case r.Type == store.RecordOperator && r.Action != "":
+	case (r.Type == store.RecordOperator || r.Type == store.RecordCheckpoint) && r.Action != "":
 		return r.Action
 	case r.Outcome != "":
 		return r.Outcome
@@ -250,6 +318,12 @@ func runAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	if res.OK {
 		fmt.Fprintf(stdout, "audit log intact: %d records\n", res.Checked)
+		if acc.st != nil {
+			if cp, ok, err := acc.st.AuditPruned(); err == nil && ok {
+				fmt.Fprintf(stdout, "records %d to %d (%d) were pruned by retention; checkpoint record %d holds their digest %s\n",
+					cp.FirstSeq, cp.LastSeq, cp.Count, cp.CheckpointSeq, cp.Digest)
+			}
+		}
 		return nil
 	}
 	if res.Bad == nil {

@@ -46,6 +46,7 @@ func openGovernance(cfg *config.Config, logger *slog.Logger, stderr io.Writer) (
 		OnAuditCommit: gateway.AuditMetrics(reg),
 		CommitTimeout: time.Duration(cfg.Audit.CommitTimeout),
 		MinFreeBytes:  minFree,
+		Retention:     store.Retention{MaxAge: time.Duration(cfg.Audit.Retention.MaxAge), MaxBytes: cfg.Audit.Retention.MaxBytes},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("opening the state file: %w", err)
