@@ -72,10 +72,22 @@ func Audit(st AuditStore, redact *Redactor, logger *slog.Logger) Step {
 				rec.Args = nil
 			}
 			if err := st.Available(); err != nil {
-				// The disk is what is failing: queue the record to be written when it can be,
-				// and answer now.
-				queued := log.Append(rec)
-				return unrecorded(st, c, out, err, queued, logger)
+				// The disk is what is failing: answer now, and queue the record of that answer
+				// to be written when the disk allows.
+				final := unrecorded(st, c, out, err, true, logger)
+				if final != out {
+					rec.Kind, rec.Outcome, rec.Reason = string(final.Kind), final.Label(), final.Reason
+					if c.Dispatched {
+						if rec.Detail == nil {
+							rec.Detail = map[string]any{}
+						}
+						rec.Detail["withheld_outcome"] = out.Label()
+					}
+				}
+				if !log.Append(rec) {
+					logger.Error("audit record of a call not queued: the records waiting for the disk hold their memory bound", "tool", c.Name, "call", c.ID)
+				}
+				return final
 			}
 			if _, err := log.AppendSync(context.WithoutCancel(ctx), rec); err != nil {
 				return unrecorded(st, c, out, err, true, logger)
@@ -90,7 +102,7 @@ func Audit(st AuditStore, redact *Redactor, logger *slog.Logger) Step {
 func unrecorded(st AuditStore, c *Call, out *Outcome, err error, queued bool, logger *slog.Logger) *Outcome {
 	later := "it is kept in memory and written when the disk allows"
 	if !queued {
-		later = "it is lost, since the queue of records waiting for the disk is full"
+		later = "it is lost, since the records waiting for the disk hold their memory bound"
 	}
 	logger.Error("audit record of a call not written", "tool", c.Name, "call", c.ID, "outcome", out.Label(), "dispatched", c.Dispatched, "record", later, "error", err)
 	fix := "Tell the operator: the state file's disk must be fixed (free space, check the device) before the gateway serves calls again."
@@ -127,6 +139,10 @@ func unrecorded(st AuditStore, c *Call, out *Outcome, err error, queued bool, lo
 		if perr := st.PutLockout(lo); perr != nil {
 			logger.Error("lockout of a physical call without a record is held in memory only", "server", lo.Server, "call", c.ID, "error", perr)
 		}
+		st.Audit().Append(store.Record{
+			Type: store.RecordLockout, Principal: c.Principal, Session: c.Session, Server: lo.Server, Tool: c.Name,
+			CallID: c.ID, Kind: string(KindAuditUnavailable), Reason: lo.Reason,
+		})
 		reason += " " + fmt.Sprintf("Physical actions on server %s are now locked out. %s", lo.Server, operatorMust(lo.Server))
 	}
 	withheld := Refuse(KindAuditUnavailable, reason)

@@ -217,6 +217,29 @@ func TestUnavailableStateFileFailsClosed(t *testing.T) {
 	if _, locked := st.Lockout("arm"); !locked {
 		t.Fatal("a physical call without a record did not lock out")
 	}
+	// Once the disk takes the queued records, they tell what the caller was told: the result
+	// withheld, and the lockout.
+	if err := st.Audit().Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var rec, lockout *store.Record
+	st.AuditScan(store.AuditFilter{}, func(r store.Record) bool {
+		if r.CallID == "c-arm__pick" {
+			switch r.Type {
+			case store.RecordCall:
+				rec = &r
+			case store.RecordLockout:
+				lockout = &r
+			}
+		}
+		return true
+	})
+	if rec == nil || rec.Kind != string(KindAuditUnavailable) || rec.Detail["withheld_outcome"] != OutcomeOK {
+		t.Fatalf("record of the withheld call: %+v", rec)
+	}
+	if lockout == nil || lockout.Server != "arm" {
+		t.Fatalf("no lockout record for the unrecorded physical call: %+v", lockout)
+	}
 }
 
 func textOf(r *mcp.CallToolResult) string {

@@ -64,9 +64,10 @@ type Record struct {
 type AuditLog interface {
 	// Append queues r and returns without waiting for disk or for room in the queue. It
 	// returns false when r was not queued (the queue is full because the disk is not taking
-	// writes, or the log is closed); the caller must then say so. The writer assigns Seq,
-	// Time, Prev and Hash, and reads r.Args and r.Detail later: the caller must not change them
-	// after handing them over.
+	// writes, or the log is closed); the caller must then say so. A zero r.Time becomes the
+	// time it was queued (not when it is committed, which after a disk failure may be much
+	// later). The writer assigns Seq, Prev and Hash, and reads r.Args and r.Detail later: the
+	// caller must not change them after handing them over.
 	Append(r Record) bool
 	// AppendSync queues r and waits until the transaction holding it is committed, returning
 	// the record as stored. The wait is bounded by ctx and by the store's commit timeout,
@@ -90,6 +91,9 @@ const (
 	auditMaxBatch = 512
 	// auditRetryMax caps the backoff between attempts to commit a batch that failed.
 	auditRetryMax = time.Second
+	// auditQueueBytes bounds the memory of queued records: while the disk refuses writes, a
+	// flood of large refused calls must not grow the gateway without bound.
+	auditQueueBytes = 64 << 20
 )
 
 // auditItem is one queued request: a record to write, or (flush) a marker that is released
@@ -98,6 +102,12 @@ type auditItem struct {
 	rec   Record
 	flush bool
 	done  chan auditResult
+	size  int64 // what the record holds in memory, roughly; counted in auditLog.queued
+}
+
+// recordSize is roughly what a queued record holds in memory.
+func recordSize(r *Record) int64 {
+	return int64(len(r.Args) + len(r.Reason) + len(r.Principal) + len(r.Session) + len(r.Tool) + len(r.CallID) + 512)
 }
 
 type auditResult struct {
@@ -127,6 +137,9 @@ type auditLog struct {
 
 	// retrying is set while a batch the disk refused waits to be written again.
 	retrying atomic.Bool
+	// queued is the memory held by records queued and not yet committed; Append refuses
+	// records beyond auditQueueBytes, so a failing disk holds a bounded amount.
+	queued atomic.Int64
 }
 
 func newAuditLog(s *Store, tail chainTail, wait time.Duration) *auditLog {
@@ -156,8 +169,18 @@ func (a *auditLog) Append(r Record) bool {
 			"type", r.Type, "server", r.Server, "tool", r.Tool, "call_id", r.CallID, "action", r.Action)
 		return false
 	}
+	if r.Time.IsZero() {
+		r.Time = a.s.now().UTC()
+	}
+	it := auditItem{rec: r, size: recordSize(&r)}
+	if a.queued.Load()+it.size > auditQueueBytes {
+		a.s.log.Error("audit record not queued: the records waiting for the disk already hold their memory bound",
+			"type", r.Type, "server", r.Server, "tool", r.Tool, "call_id", r.CallID, "action", r.Action)
+		return false
+	}
 	select {
-	case a.queue <- auditItem{rec: r}:
+	case a.queue <- it:
+		a.queued.Add(it.size)
 		return true
 	default:
 		a.s.log.Error("audit record not queued: the queue is full because the state file is not taking writes",
@@ -201,6 +224,12 @@ func (a *auditLog) Flush(ctx context.Context) error {
 func (a *auditLog) enqueueWait(ctx context.Context, it auditItem) (auditResult, error) {
 	ctx, cancel := a.bounded(ctx)
 	defer cancel()
+	if !it.flush {
+		if it.rec.Time.IsZero() {
+			it.rec.Time = a.s.now().UTC()
+		}
+		it.size = recordSize(&it.rec)
+	}
 	a.mu.RLock()
 	if a.closed {
 		a.mu.RUnlock()
@@ -211,6 +240,7 @@ func (a *auditLog) enqueueWait(ctx context.Context, it auditItem) (auditResult, 
 	}
 	select {
 	case a.queue <- it:
+		a.queued.Add(it.size)
 		a.mu.RUnlock()
 	case <-ctx.Done():
 		a.mu.RUnlock()
@@ -297,12 +327,20 @@ func (a *auditLog) gather(batch []auditItem, timer *time.Timer) []auditItem {
 // dropped while the store is open. Once the store is closing, a failing batch is given up,
 // its waiters get the error, and Close reports how many records were lost.
 func (a *auditLog) commit(batch []auditItem) {
-	now := a.s.now().UTC()
-	for i := range batch {
-		batch[i].rec.Time = now
-	}
-	backoff := 10 * time.Millisecond
 	defer a.retrying.Store(false)
+	a.commitPart(batch)
+	var n int64
+	for _, it := range batch {
+		n += it.size
+	}
+	a.queued.Add(-n)
+}
+
+// commitPart commits batch, or, when the disk refuses it whole, its halves in order: a disk with
+// room for some records takes them, so a large batch never blocks the log for good. A single
+// record the disk refuses is retried with backoff.
+func (a *auditLog) commitPart(batch []auditItem) {
+	backoff := 10 * time.Millisecond
 	for {
 		start := time.Now()
 		a.s.health.commitStart.Store(start.UnixNano())
@@ -322,6 +360,12 @@ func (a *auditLog) commit(batch []auditItem) {
 		}
 		if !a.retrying.Swap(true) {
 			a.s.log.Error("audit log write failed; calls are refused and the records kept in memory until it succeeds", "file", a.s.path, "records", len(batch), "err", err)
+		}
+		if len(batch) > 1 {
+			half := len(batch) / 2
+			a.commitPart(batch[:half])
+			a.commitPart(batch[half:])
+			return
 		}
 		select {
 		case <-a.quit:

@@ -170,3 +170,38 @@ func TestFullDiskFailsClosedAndRecovers(t *testing.T) {
 		t.Fatal(bad)
 	}
 }
+
+// TestJournalLeftByADeadGatewayIsAudited: a journal entry found at Open becomes a lockout and a
+// lockout record in the audit log, so the log says what the robot may have done.
+func TestJournalLeftByADeadGatewayIsAudited(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir, Options{})
+	if err := s.BeginPhysical(Lockout{Server: "arm", Tool: "arm__pick", CallID: "c7", Principal: "planner"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close() // the call's record never came: as after kill -9
+	s2 := openStore(t, dir, Options{})
+	var got []Record
+	s2.AuditScan(AuditFilter{Type: RecordLockout}, func(r Record) bool { got = append(got, r); return true })
+	if len(got) != 1 || got[0].CallID != "c7" || got[0].Server != "arm" || got[0].Principal != "planner" || got[0].Detail["via"] != "crash journal" {
+		t.Fatalf("lockout records after the restart: %+v", got)
+	}
+	if _, ok := s2.Lockout("arm"); !ok {
+		t.Fatal("no lockout")
+	}
+}
+
+// TestQueuedRecordsAreBoundedInMemory: Append refuses records beyond the queue's memory bound
+// instead of holding them, whatever their number.
+func TestQueuedRecordsAreBoundedInMemory(t *testing.T) {
+	s := openStore(t, t.TempDir(), Options{})
+	a := s.audit
+	a.queued.Store(auditQueueBytes) // as if the disk had refused everything queued so far
+	if a.Append(Record{Type: RecordCall, Args: []byte(`{"x":1}`)}) {
+		t.Fatal("Append queued a record past the memory bound")
+	}
+	a.queued.Store(0)
+	if !a.Append(Record{Type: RecordCall}) {
+		t.Fatal("Append refused a record with room in the queue")
+	}
+}

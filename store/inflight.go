@@ -80,6 +80,7 @@ func (s *Store) recoverInFlight() error {
 				return nil
 			}
 			l.Reason = fmt.Sprintf("the gateway stopped (killed or crashed) while call %s to %s was in flight, so what the robot did is unknown", l.CallID, l.Tool)
+			s.recovered = append(s.recovered, l)
 			if locks.Get([]byte(l.Server)) == nil {
 				value, err := json.Marshal(l)
 				if err != nil {

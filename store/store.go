@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -115,6 +116,9 @@ type Store struct {
 	lockMu   sync.Mutex
 	lockouts atomic.Pointer[lockoutView]
 	pending  map[string]Lockout
+	// recovered are the journal entries a dead gateway left, turned into lockouts by Open; each
+	// gets an audit record once the log is running.
+	recovered []Lockout
 
 	audit  *auditLog
 	pruner *pruner // nil without retention
@@ -210,7 +214,25 @@ func Open(dir string, opts Options) (*Store, error) {
 	if s.pruner != nil {
 		s.pruner.start()
 	}
+	s.auditRecovered()
 	return s, nil
+}
+
+// auditRecovered writes a lockout record for each physical call a dead gateway left in its
+// journal: the robot may have acted on it, and the audit log should say so, not only the
+// lockouts bucket.
+func (s *Store) auditRecovered() {
+	for _, l := range s.recovered {
+		rec := Record{
+			Type: RecordLockout, Principal: l.Principal, Session: l.Session, Server: l.Server, Tool: l.Tool,
+			CallID: l.CallID, Kind: "mcp_execution_status_unknown", Reason: l.Reason,
+			Detail: map[string]any{"journaled_at": l.At, "via": "crash journal"},
+		}
+		if _, err := s.audit.AppendSync(context.Background(), rec); err != nil {
+			s.log.Error("audit record of a lockout recovered from the crash journal not written", "server", l.Server, "call", l.CallID, "error", err)
+		}
+	}
+	s.recovered = nil
 }
 
 // init creates the buckets, checks the layout version and loads the lockouts into memory.

@@ -70,7 +70,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	out := newRecordPrinter(stdout, *jsonl)
 	if acc.api != nil {
-		err = scanViaAPI(ctx, acc.api, *f, out.print)
+		err = scanViaAPI(ctx, acc.api, *f, stderr, out.print)
 	} else {
 		err = acc.st.AuditScan(*f, func(r store.Record) bool { return out.print(r) == nil })
 	}
@@ -151,7 +151,7 @@ func runAuditExport(ctx context.Context, args []string, stdout, stderr io.Writer
 	w := bufio.NewWriter(stdout)
 	if acc.api != nil {
 		enc := json.NewEncoder(w)
-		err = scanViaAPI(ctx, acc.api, *f, func(r store.Record) error { return enc.Encode(r) })
+		err = scanViaAPI(ctx, acc.api, *f, stderr, func(r store.Record) error { return enc.Encode(r) })
 	} else {
 		err = acc.st.AuditExport(*f, func(raw []byte) error {
 			if _, err := w.Write(raw); err != nil {
@@ -166,8 +166,9 @@ func runAuditExport(ctx context.Context, args []string, stdout, stderr io.Writer
 	return w.Flush()
 }
 
-// scanViaAPI streams the records the running gateway's /admin/audit selects.
-func scanViaAPI(ctx context.Context, api *adminClient, f store.AuditFilter, fn func(store.Record) error) error {
+// scanViaAPI streams the records the running gateway's /admin/audit selects. When the gateway
+// says records are missing (its state file is failing and some are queued), stderr says so.
+func scanViaAPI(ctx context.Context, api *adminClient, f store.AuditFilter, stderr io.Writer, fn func(store.Record) error) error {
 	q := url.Values{}
 	for k, v := range map[string]string{"server": f.Server, "tool": f.Tool, "kind": f.Kind, "type": f.Type} {
 		if v != "" {
@@ -185,6 +186,9 @@ func scanViaAPI(ctx context.Context, api *adminClient, f store.AuditFilter, fn f
 		return err
 	}
 	defer resp.Body.Close()
+	if missing := resp.Header.Get("X-Audit-Incomplete"); missing != "" {
+		fmt.Fprintf(stderr, "warning: %s\n", missing)
+	}
 	dec := json.NewDecoder(bufio.NewReader(resp.Body))
 	for {
 		var r store.Record
