@@ -23,12 +23,14 @@ import (
 	"fmt"
 	"log/slog"
 	"mime"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-gateway/mcp-gateway/governor"
 	"github.com/mcp-gateway/mcp-gateway/guards"
 	"github.com/mcp-gateway/mcp-gateway/upstream"
 )
@@ -390,6 +392,61 @@ func (g *Gateway) screenRequest(ss *mcp.ServerSession) func(ctx context.Context,
 		}
 		return req, nil
 	}
+}
+
+// screenInputRequests screens the input requests an upstream of MCP 2026-07-28 returns in a
+// result (sampling, elicitation) before the client sees them, as screenRequest screens those an
+// older upstream sends mid-call. It returns the requests to pass on, or the refusal: then the
+// client gets none of them, and the upstream's multi-round-trip request simply ends, since
+// the protocol has no answer that tells a server its request was refused.
+func (g *Gateway) screenInputRequests(ctx context.Context, ss *mcp.ServerSession, server string, reqs mcp.InputRequestMap) (mcp.InputRequestMap, error) {
+	if len(reqs) == 0 {
+		return reqs, nil
+	}
+	screen := g.screenRequest(ss)
+	ids := sortedIDs(reqs)
+	out := make(mcp.InputRequestMap, len(reqs))
+	for _, id := range ids {
+		method := "sampling/createMessage"
+		if _, ok := reqs[id].(*mcp.ElicitParams); ok {
+			method = "elicitation/create"
+		}
+		r, err := screen(ctx, server, method, reqs[id])
+		if err != nil {
+			return nil, err
+		}
+		out[id] = r
+	}
+	return out, nil
+}
+
+func sortedIDs(m mcp.InputRequestMap) []string {
+	ids := make([]string, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// screenedCallResult screens the input requests of a tool call's result; a refusal replaces the
+// result with a guard_blocked failure.
+func (g *Gateway) screenedCallResult(ctx context.Context, ss *mcp.ServerSession, name string, res *mcp.CallToolResult) *mcp.CallToolResult {
+	if res == nil || len(res.InputRequests) == 0 {
+		return res
+	}
+	server := ""
+	if t, ok := g.Resolve(name); ok {
+		server = t.Server
+	}
+	reqs, err := g.screenInputRequests(ctx, ss, server, res.InputRequests)
+	if err != nil {
+		return governor.Failure(governor.KindGuardBlocked, fmt.Sprintf(
+			"%s asked the client for input, and %v. The call ended there; do not repeat it expecting another answer", name, err)).Result()
+	}
+	c := *res
+	c.InputRequests = reqs
+	return &c
 }
 
 // screenOrigin gives o the hook that screens what its upstream asks the client.

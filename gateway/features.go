@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
@@ -148,7 +147,6 @@ func (g *Gateway) syncFeatures(cfg *config.Config, force string) []Problem {
 			var c mcp.Prompt
 			if !keep(KindPrompt, s.Name, p.Name, public, "name", func(hide map[string]bool) []defText {
 				c = *p
-				c.Arguments = slices.Clone(p.Arguments)
 				return promptTexts(&c, hide)
 			}, next.withheldPrompts, public) {
 				continue
@@ -326,6 +324,9 @@ func (g *Gateway) readResource(ctx context.Context, server string, req *mcp.Read
 	if err := g.screenResource(ctx, req.Session, server, req.Params.URI, out); err != nil {
 		return nil, err
 	}
+	if out.InputRequests, err = g.screenInputRequests(ctx, req.Session, server, out.InputRequests); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -369,6 +370,9 @@ func (g *Gateway) getPrompt(ref promptRef) mcp.PromptHandler {
 			RequestState:  res.RequestState,
 		}
 		if err := g.screenPrompt(ctx, req.Session, ref.server, req.Params.Name, out); err != nil {
+			return nil, err
+		}
+		if out.InputRequests, err = g.screenInputRequests(ctx, req.Session, ref.server, out.InputRequests); err != nil {
 			return nil, err
 		}
 		return out, nil

@@ -337,7 +337,7 @@ func (g *Gateway) handleCall(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	if out.RPCError != nil {
 		return nil, out.RPCError
 	}
-	return freshResult(out.Result), nil
+	return freshResult(g.screenedCallResult(ctx, req.Session, c.Name, out.Result)), nil
 }
 
 // freshResult is the result sent downstream, a new object: an upstream's _meta keys of the

@@ -254,8 +254,10 @@ func toolTexts(def *mcp.Tool, hide map[string]bool) ([]defText, func() *mcp.Tool
 	}, nil
 }
 
-// promptTexts collects the texts of a prompt; the redactions are written into the copy p.
+// promptTexts collects the texts of a prompt; the redactions are written into p, a copy of the
+// upstream's prompt whose arguments it copies in turn.
 func promptTexts(p *mcp.Prompt, hide map[string]bool) []defText {
+	p.Arguments = slices.Clone(p.Arguments)
 	w := &defWalker{hide: hide}
 	w.add("name", p.Name, false, nil)
 	w.add("title", p.Title, true, func(s string) { p.Title = s })

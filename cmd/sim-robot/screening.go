@@ -119,20 +119,43 @@ func (r *robot) addScreeningFeatures(srv *mcp.Server) {
 	}
 }
 
-// askModel sends the client a sampling request holding the -sample text and answers with the
-// model's reply, or a failure whose reason is the error the request got back.
+// askModel asks the client's model with the -sample text and answers with its reply, or a
+// failure whose reason is the error the request got back. From MCP 2026-07-28 on a server asks
+// in its result (input requests) and is called again with the answer; before, it sends
+// sampling/createMessage in the middle of the call.
 func (r *robot) askModel(ctx context.Context, req *mcp.CallToolRequest) *mcp.CallToolResult {
-	res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{
+	params := &mcp.CreateMessageWithToolsParams{
 		MaxTokens:    100,
 		SystemPrompt: "You describe robot cells.",
-		Messages:     []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: r.cfg.screen.sample}}},
-	})
+		Messages:     []*mcp.SamplingMessageV2{{Role: "user", Content: []mcp.Content{&mcp.TextContent{Text: r.cfg.screen.sample}}}},
+	}
+	if req.ProtocolVersion() >= "2026-07-28" {
+		answer, ok := req.Params.InputResponses["ask"]
+		if !ok {
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"ask": params}, RequestState: "ask_model"}
+		}
+		return success("the model answered: " + sampledText(answer)).result()
+	}
+	res, err := req.Session.CreateMessageWithTools(ctx, params)
 	if err != nil {
 		return failure("the sampling request was refused: " + err.Error()).result()
 	}
-	text := ""
-	if tc, ok := res.Content.(*mcp.TextContent); ok {
-		text = tc.Text
+	return success("the model answered: " + sampledText(res)).result()
+}
+
+// sampledText is the text of a client's answer to a sampling request.
+func sampledText(answer mcp.InputResponse) string {
+	var blocks []mcp.Content
+	switch a := answer.(type) {
+	case *mcp.CreateMessageResult:
+		blocks = []mcp.Content{a.Content}
+	case *mcp.CreateMessageWithToolsResult:
+		blocks = a.Content
 	}
-	return success("the model answered: " + text).result()
+	for _, b := range blocks {
+		if tc, ok := b.(*mcp.TextContent); ok {
+			return tc.Text
+		}
+	}
+	return ""
 }
