@@ -8,9 +8,13 @@ import (
 type Guardrails struct {
 	ToolCall       []Guard `yaml:"tool_call" json:"tool_call,omitempty" jsonschema:"description=Guards on arguments on their way to a tool."`
 	ToolResult     []Guard `yaml:"tool_result" json:"tool_result,omitempty" jsonschema:"description=Guards on results on their way back."`
-	ToolDefinition []Guard `yaml:"tool_definition" json:"tool_definition,omitempty" jsonschema:"description=Guards on upstream tool descriptions at discovery; a blocked description keeps the tool out."`
-	Input          []Guard `yaml:"input" json:"input,omitempty" jsonschema:"description=Agent mode: guards on the task."`
-	Output         []Guard `yaml:"output" json:"output,omitempty" jsonschema:"description=Agent mode: guards on the final answer."`
+	ToolDefinition []Guard `yaml:"tool_definition" json:"tool_definition,omitempty" jsonschema:"description=Guards on every string of the upstream tool, prompt, resource and resource template definitions at discovery (schemas at any depth, enums, annotations); a finding that blocks keeps the item out."`
+	// UpstreamContent covers what an upstream puts in front of a model or a user outside a
+	// tool result: resource contents, prompt messages, completion values, sampling and
+	// elicitation requests. where.tools matches the item's public name (see the README).
+	UpstreamContent []Guard `yaml:"upstream_content" json:"upstream_content,omitempty" jsonschema:"description=Guards on resource contents, prompt messages, completion values and the sampling and elicitation requests of upstreams; block refuses them with an error naming the guard."`
+	Input           []Guard `yaml:"input" json:"input,omitempty" jsonschema:"description=Agent mode: guards on the task."`
+	Output          []Guard `yaml:"output" json:"output,omitempty" jsonschema:"description=Agent mode: guards on the final answer."`
 }
 
 // Guard is one configured guard. Its own settings (patterns, entities, threshold, …) sit next to
@@ -44,14 +48,14 @@ type GuardWhen struct {
 func (g *Guardrails) Stages() map[string][]Guard {
 	return map[string][]Guard{
 		"tool_call": g.ToolCall, "tool_result": g.ToolResult, "tool_definition": g.ToolDefinition,
-		"input": g.Input, "output": g.Output,
+		"upstream_content": g.UpstreamContent, "input": g.Input, "output": g.Output,
 	}
 }
 
 // checkGuardrails records where each guard entry is, for the guards' own messages.
 func (d *decoder) checkGuardrails(cfg *Config) {
 	g := &cfg.Guardrails
-	for _, list := range [][]Guard{g.ToolCall, g.ToolResult, g.ToolDefinition, g.Input, g.Output} {
+	for _, list := range [][]Guard{g.ToolCall, g.ToolResult, g.ToolDefinition, g.UpstreamContent, g.Input, g.Output} {
 		for i := range list {
 			list[i].File = cfg.Path
 			if src := d.src[&list[i]]; src != nil {

@@ -65,7 +65,7 @@ var labelValues = map[string][]string{
 	"action":    {"block", "escalate", "redact"},
 	"mode":      {"enforce", "log_only"},
 	"effect":    {"allow", "deny", "require_approval"},
-	"stage":     {"tool_call", "tool_result", "tool_definition"},
+	"stage":     {"tool_call", "tool_result", "tool_definition", "upstream_content", "input", "output"},
 	"fail_mode": {"open", "closed"},
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/yosida95/uritemplate/v3"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/guards"
 	"github.com/mcp-gateway/mcp-gateway/upstream"
 )
 
@@ -32,6 +33,11 @@ type featureIndex struct {
 	resources map[string]string    // URI → server
 	templates map[string]string    // URI template → server
 	prompts   map[string]promptRef // public name → upstream prompt
+	// withheld are the items tool_definition guards keep out, with the refusal for each: by
+	// URI, URI template and public prompt name.
+	withheldResources map[string]string
+	withheldTemplates map[string]string
+	withheldPrompts   map[string]string
 	// served are the definitions registered with the MCP server, to register only changes.
 	servedResources map[string]string
 	servedTemplates map[string]string
@@ -41,6 +47,7 @@ type featureIndex struct {
 func newFeatureIndex() *featureIndex {
 	return &featureIndex{
 		resources: map[string]string{}, templates: map[string]string{}, prompts: map[string]promptRef{},
+		withheldResources: map[string]string{}, withheldTemplates: map[string]string{}, withheldPrompts: map[string]string{},
 	}
 }
 
@@ -67,6 +74,26 @@ func (g *Gateway) syncFeatures(cfg *config.Config, force string) []Problem {
 	wantResources := map[string]*mcp.Resource{}
 	wantTemplates := map[string]*mcp.ResourceTemplate{}
 	wantPrompts := map[string]*mcp.Prompt{}
+	var withheld []Withheld
+	// keep screens one definition with the tool_definition guards; false keeps it out.
+	keep := func(kind, server, name, public, nameKey string, collect func(map[string]bool) []defText, refusals map[string]string, key string) bool {
+		set := g.guards.ToolDefinition
+		if set.Empty() {
+			return true
+		}
+		s := screenTexts(context.Background(), set, server, public, nameKey, collect)
+		if g.guardMetrics != nil {
+			g.guardMetrics.Observe(guards.StageToolDefinition, s.res)
+		}
+		if !s.withheld {
+			return true
+		}
+		msg := withheldMessage(kind, server, name, s)
+		refusals[key] = msg + "."
+		problems = append(problems, Problem{Server: server, Msg: msg})
+		withheld = append(withheld, withheldEntry(kind, server, name, s))
+		return false
+	}
 	for i := range cfg.Servers {
 		s := &cfg.Servers[i]
 		u := g.ups.Get(s.Name)
@@ -81,6 +108,13 @@ func (g *Gateway) syncFeatures(cfg *config.Config, force string) []Problem {
 			c := *r
 			c.Name = PublicName(cfg.Gateway.ToolNames, s.Name, r.Name)
 			c.Meta = upstream.CleanMeta(r.Meta)
+			if !keep(KindResource, s.Name, r.URI, c.Name, "uri", func(map[string]bool) []defText {
+				c.Title, c.Description = r.Title, r.Description
+				return resourceTexts("uri", r.URI, r.Name, &c.Title, &c.Description, r.MIMEType)
+			}, next.withheldResources, r.URI) {
+				delete(next.resources, r.URI)
+				continue
+			}
 			wantResources[r.URI] = &c
 		}
 		for _, t := range f.Templates {
@@ -90,6 +124,13 @@ func (g *Gateway) syncFeatures(cfg *config.Config, force string) []Problem {
 			c := *t
 			c.Name = PublicName(cfg.Gateway.ToolNames, s.Name, t.Name)
 			c.Meta = upstream.CleanMeta(t.Meta)
+			if !keep(KindResourceTemplate, s.Name, t.URITemplate, c.Name, "uriTemplate", func(map[string]bool) []defText {
+				c.Title, c.Description = t.Title, t.Description
+				return resourceTexts("uriTemplate", t.URITemplate, t.Name, &c.Title, &c.Description, t.MIMEType)
+			}, next.withheldTemplates, t.URITemplate) {
+				delete(next.templates, t.URITemplate)
+				continue
+			}
 			wantTemplates[t.URITemplate] = &c
 		}
 		for _, p := range f.Prompts {
@@ -103,8 +144,17 @@ func (g *Gateway) syncFeatures(cfg *config.Config, force string) []Problem {
 					public, other.server, s.Name)})
 				continue
 			}
+			var c mcp.Prompt
+			if !keep(KindPrompt, s.Name, p.Name, public, "name", func(hide map[string]bool) []defText {
+				c = *p
+				return promptTexts(&c, hide)
+			}, next.withheldPrompts, public) {
+				continue
+			}
+			if c.Name == "" {
+				c = *p // not screened
+			}
 			next.prompts[public] = promptRef{server: s.Name, name: p.Name}
-			c := *p
 			c.Name = public
 			c.Meta = upstream.CleanMeta(p.Meta)
 			wantPrompts[public] = &c
@@ -129,6 +179,7 @@ func (g *Gateway) syncFeatures(cfg *config.Config, force string) []Problem {
 	g.features.mu.Lock()
 	g.features.idx = next
 	g.features.mu.Unlock()
+	g.withheld.setFeatures(withheld)
 	return problems
 }
 
@@ -187,6 +238,7 @@ func (g *Gateway) origin(ctx context.Context, req mcp.Request) *upstream.Origin 
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
 		o.Session = ss
 	}
+	g.screenOrigin(o)
 	// The capabilities as the request's _meta carries them (MCP 2026-07-28), undecoded: most
 	// requests never need them decoded, only passed on; or else the session's.
 	meta := metaOf(req)
@@ -262,13 +314,20 @@ func (g *Gateway) readResource(ctx context.Context, server string, req *mcp.Read
 		return nil, upstreamError(err)
 	}
 	g.labelUntrusted(u, req.Session)
-	return &mcp.ReadResourceResult{
+	out := &mcp.ReadResourceResult{
 		Meta:          upstream.CleanMeta(res.Meta),
 		Cacheable:     res.Cacheable,
 		Contents:      res.Contents,
 		InputRequests: res.InputRequests,
 		RequestState:  res.RequestState,
-	}, nil
+	}
+	if err := g.screenResource(ctx, req.Session, server, req.Params.URI, out); err != nil {
+		return nil, err
+	}
+	if out.InputRequests, err = g.screenInputRequests(ctx, req.Session, server, out.InputRequests); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // labelUntrusted labels the session untrusted when what it just received came from an
@@ -303,13 +362,20 @@ func (g *Gateway) getPrompt(ref promptRef) mcp.PromptHandler {
 			return nil, upstreamError(err)
 		}
 		g.labelUntrusted(u, req.Session)
-		return &mcp.GetPromptResult{
+		out := &mcp.GetPromptResult{
 			Meta:          upstream.CleanMeta(res.Meta),
 			Description:   res.Description,
 			Messages:      res.Messages,
 			InputRequests: res.InputRequests,
 			RequestState:  res.RequestState,
-		}, nil
+		}
+		if err := g.screenPrompt(ctx, req.Session, ref.server, req.Params.Name, out); err != nil {
+			return nil, err
+		}
+		if out.InputRequests, err = g.screenInputRequests(ctx, req.Session, ref.server, out.InputRequests); err != nil {
+			return nil, err
+		}
+		return out, nil
 	}
 }
 
@@ -328,11 +394,17 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	switch ref.Type {
 	case "ref/prompt":
 		pr, ok := idx.prompts[ref.Name]
+		if msg := idx.withheldPrompts[ref.Name]; msg != "" {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
+		}
 		if !ok {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no prompt named %q is offered by the gateway; prompts/list gives the names", ref.Name)}
 		}
 		server, ref.Name = pr.server, pr.name
 	case "ref/resource":
+		if msg := idx.withheldTemplates[ref.URI]; msg != "" {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
+		}
 		var ok bool
 		if server, ok = idx.templates[ref.URI]; !ok {
 			if server, ok = idx.resources[ref.URI]; !ok {
@@ -350,7 +422,16 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	if err != nil {
 		return nil, upstreamError(err)
 	}
-	return &mcp.CompleteResult{Meta: upstream.CleanMeta(res.Meta), Completion: res.Completion}, nil
+	g.labelUntrusted(u, req.Session)
+	out := &mcp.CompleteResult{Meta: upstream.CleanMeta(res.Meta), Completion: res.Completion}
+	refName := p.Ref.Name
+	if p.Ref.Type == "ref/resource" {
+		refName = p.Ref.URI
+	}
+	if err := g.screenCompletion(ctx, req.Session, server, refName, out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // owner is the server a resource URI belongs to: the one that listed it, or whose template
@@ -505,10 +586,19 @@ func (g *Gateway) forwardRequests(next mcp.MethodHandler) mcp.MethodHandler {
 					}
 				}
 			}
+		case "prompts/get":
+			if r, ok := req.(*mcp.GetPromptRequest); ok && r.Params != nil {
+				if msg := g.features.get().withheldPrompts[r.Params.Name]; msg != "" {
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
+				}
+			}
 		case "resources/read":
 			r, ok := req.(*mcp.ReadResourceRequest)
 			if !ok || r.Params == nil {
 				break
+			}
+			if msg := g.withheldRead(r.Params.URI); msg != "" {
+				return nil, &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Data: json.RawMessage(fmt.Sprintf(`{"uri":%q}`, r.Params.URI)), Message: msg}
 			}
 			probe := &readProbe{}
 			res, err := next(context.WithValue(ctx, readProbeKey{}, probe), method, req)
@@ -519,6 +609,31 @@ func (g *Gateway) forwardRequests(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// withheldRead is the refusal for reading uri when tool_definition guards withheld the resource
+// listed under it, or the template it matches and no served resource or template matches it;
+// "" when the read may go ahead.
+func (g *Gateway) withheldRead(uri string) string {
+	idx := g.features.get()
+	if _, listed := idx.resources[uri]; listed {
+		return ""
+	}
+	if msg := idx.withheldResources[uri]; msg != "" {
+		return msg
+	}
+	for tmpl, msg := range idx.withheldTemplates {
+		if !templateMatches(tmpl, uri) {
+			continue
+		}
+		for served := range idx.templates {
+			if templateMatches(served, uri) {
+				return ""
+			}
+		}
+		return msg
+	}
+	return ""
 }
 
 // readUnlisted reads a URI that no listed resource or template matches: from the only server

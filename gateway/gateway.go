@@ -74,6 +74,7 @@ type Gateway struct {
 	builtin      builtins      // the tools registered with RegisterTool (builtin.go)
 	features     features      // resources, templates and prompts served (features.go)
 	conts        continuations // calls waiting for a client's input (suspend.go)
+	withheld     withheldItems // what tool_definition guards keep out (screen.go)
 	subs         subscriptions // downstream resource subscriptions
 
 	syncMu sync.Mutex                 // serialises catalog rebuilds and the server's tool list
@@ -140,7 +141,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		upOpts.Admit = g.lockouts.admit(g.physical)
 	}
 	g.ups = upstream.NewManager(cfg.Servers, upOpts)
-	g.live.Store(&generation{cfg: cfg, chain: g.buildChain(cfg, engine, g.guards, lockouts)})
+	g.live.Store(&generation{cfg: cfg, chain: g.buildChain(cfg, engine, g.guards, lockouts), guards: g.guards})
 	if opts.Registry != nil {
 		registerGatewayMetrics(opts.Registry, g)
 	}
@@ -339,7 +340,7 @@ func (g *Gateway) handleCall(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	if out.RPCError != nil {
 		return nil, out.RPCError
 	}
-	return freshResult(out.Result), nil
+	return freshResult(g.screenedCallResult(ctx, req.Session, c.Name, out.Result)), nil
 }
 
 // freshResult is the result sent downstream, a new object: an upstream's _meta keys of the

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/governor"
 	"github.com/mcp-gateway/mcp-gateway/guards"
@@ -15,7 +17,7 @@ import (
 
 // GuardSets are the compiled guards of every stage.
 type GuardSets struct {
-	ToolCall, ToolResult, ToolDefinition, Input, Output *guards.Set
+	ToolCall, ToolResult, ToolDefinition, UpstreamContent, Input, Output *guards.Set
 }
 
 // BuildGuards compiles the guardrails of cfg, every stage, reporting every problem with file
@@ -51,6 +53,7 @@ func BuildGuards(cfg *config.Config) (*GuardSets, error) {
 	sets.ToolCall = build(guards.StageToolCall, g.ToolCall)
 	sets.ToolResult = build(guards.StageToolResult, g.ToolResult)
 	sets.ToolDefinition = build(guards.StageToolDefinition, g.ToolDefinition)
+	sets.UpstreamContent = build(guards.StageUpstreamContent, g.UpstreamContent)
 	sets.Input = build(guards.StageInput, g.Input)
 	sets.Output = build(guards.StageOutput, g.Output)
 	if len(errs) > 0 {
@@ -81,40 +84,48 @@ func upstreamPart(public string) string {
 	return public
 }
 
-// screenDefinitions runs the tool_definition guards on every listed tool's description (tool
-// poisoning, SPEC.md §5): a description a guard blocks or escalates keeps the tool out of the
-// list, like a changed pin; a redacting guard's redaction replaces the description.
+// screenDefinitions runs the tool_definition guards over every string of every listed tool
+// as clients see it (tool poisoning, SPEC.md §5 and §15; screen.go says what is screened): a
+// finding that blocks or escalates keeps the tool out of the list and uncallable, like a
+// changed pin, and is remembered for `pins list` with the path of each finding; a redaction
+// replaces the text where rewriting it changes nothing the tool accepts.
 func (g *Gateway) screenDefinitions(cat *Catalog) []Problem {
 	set := g.guards.ToolDefinition
 	if set == nil || set.Empty() {
+		g.withheld.setTools(nil)
 		return nil
 	}
 	var problems []Problem
+	var withheld []Withheld
 	for _, t := range append([]*governor.Tool(nil), cat.listed...) {
-		text := t.Definition.Description
-		if t.Definition.Title != "" {
-			text = t.Definition.Title + "\n" + text
+		var build func() *mcp.Tool
+		var collectErr error
+		s := screenTexts(context.Background(), set, t.Server, t.Public, "name", func(hide map[string]bool) []defText {
+			texts, b, err := toolTexts(t.Definition, hide)
+			build, collectErr = b, err
+			return texts
+		})
+		if collectErr != nil {
+			s = screened{withheld: true, reason: "its schemas cannot be read for screening: " + collectErr.Error()}
 		}
-		r, redacted := set.CheckText(context.Background(), t.Server, t.Public, text)
 		if g.guardMetrics != nil {
-			g.guardMetrics.Observe(guards.StageToolDefinition, r)
+			g.guardMetrics.Observe(guards.StageToolDefinition, s.res)
 		}
-		switch r.Action {
-		case guards.ActionBlock, guards.ActionEscalate:
-			reason := fmt.Sprintf("tool %s is withheld: its description failed a tool_definition guard (%s). "+
-				"An operator must review the upstream server %s; the tool returns once its description passes.", t.Public, r.Reason, t.Server)
-			cat.Quarantine(t.Public, reason)
-			problems = append(problems, Problem{Server: t.Server, Tool: t.Upstream, Msg: reason})
-		case guards.ActionRedact:
-			def := *t.Definition
-			if t.Definition.Title != "" {
-				title, desc, _ := strings.Cut(redacted, "\n")
-				def.Title, def.Description = title, desc
-			} else {
-				def.Description = redacted
+		if !s.withheld {
+			if s.res.Action == guards.ActionRedact {
+				t.Definition = build()
 			}
-			t.Definition = &def
+			continue
 		}
+		msg := withheldMessage(KindTool, t.Server, t.Public, s)
+		cat.Quarantine(t.Public, msg+".")
+		tool := t.Upstream
+		if s.nameFlagged {
+			tool = ""
+		}
+		problems = append(problems, Problem{Server: t.Server, Tool: tool, Msg: msg})
+		withheld = append(withheld, withheldEntry(KindTool, t.Server, t.Upstream, s))
 	}
+	g.withheld.setTools(withheld)
 	return problems
 }

@@ -154,7 +154,7 @@ func (g *Gateway) Reload(ctx context.Context, cfg *config.Config) (ReloadReport,
 
 	g.syncMu.Lock()
 	g.guards = sets
-	g.live.Store(&generation{cfg: cfg, chain: chain})
+	g.live.Store(&generation{cfg: cfg, chain: chain, guards: sets})
 	if g.lockouts != nil {
 		g.lockouts.cur.Store(lockouts)
 	}
@@ -270,10 +270,12 @@ func (g *Gateway) serveReload(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rep)
 }
 
-// generation is a config in force and the call chain built from it, swapped together.
+// generation is a config in force and the call chain and guards built from it, swapped
+// together.
 type generation struct {
-	cfg   *config.Config
-	chain governor.Handler
+	cfg    *config.Config
+	chain  governor.Handler
+	guards *GuardSets
 }
 
 // config is the config in force: the one the gateway started with, or the last one reloaded.

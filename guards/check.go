@@ -72,6 +72,42 @@ func (s *Set) CheckText(ctx context.Context, server, tool, text string) (Result,
 	return res, text
 }
 
+// Text is one string for CheckTexts and the path a finding in it names. The path is the
+// caller's: it should say where the string sits without quoting anything a guard could flag.
+type Text struct {
+	Path string
+	Text string
+}
+
+// CheckTexts runs the guards that apply to server and tool on each text as one leaf, as
+// CheckJSON does on the leaves of a document: findings name each text's Path. It returns the
+// result and the texts to pass on, index for index: texts' own strings unless something was
+// redacted (never when the result blocks). Empty texts are not scanned.
+func (s *Set) CheckTexts(ctx context.Context, server, tool string, texts []Text) (Result, []string) {
+	out := make([]string, len(texts))
+	for i, t := range texts {
+		out[i] = t.Text
+	}
+	if s.Empty() || len(texts) == 0 {
+		return Result{}, out
+	}
+	r := getRun(len(s.entries))
+	defer putRun(r)
+	if !s.selectEntries(ctx, r, server, tool) {
+		return Result{}, out
+	}
+	r.w.texts(texts)
+	if len(r.w.leaves) == 0 {
+		return Result{}, out
+	}
+	s.scan(ctx, r)
+	res := s.result(r)
+	for _, c := range s.redact(ctx, r, &res) {
+		out[r.w.leaves[c.leaf].start] = c.text
+	}
+	return res, out
+}
+
 // selectEntries marks the entries whose where admits the call (asking each When once) and
 // reports whether there is any.
 func (s *Set) selectEntries(ctx context.Context, r *run, server, tool string) bool {

@@ -18,8 +18,13 @@ const (
 	StageToolCall Stage = "tool_call"
 	// StageToolResult: results on their way back to the caller.
 	StageToolResult Stage = "tool_result"
-	// StageToolDefinition: upstream tool definitions, scanned at discovery (tool poisoning).
+	// StageToolDefinition: every string of the upstream definitions a client lists (tools,
+	// prompts, resources, resource templates), scanned at discovery (tool poisoning).
 	StageToolDefinition Stage = "tool_definition"
+	// StageUpstreamContent: everything else an upstream puts in front of a model or a user
+	// outside a tool result: resource contents, prompt messages, completion values, and the
+	// sampling and elicitation requests it sends to the client.
+	StageUpstreamContent Stage = "upstream_content"
 	// StageInput: the task given to the built-in agent.
 	StageInput Stage = "input"
 	// StageOutput: the built-in agent's final answer.
@@ -27,7 +32,7 @@ const (
 )
 
 // allStages lists every stage, in the order of the configuration file. Read-only.
-var allStages = []Stage{StageToolCall, StageToolResult, StageToolDefinition, StageInput, StageOutput}
+var allStages = []Stage{StageToolCall, StageToolResult, StageToolDefinition, StageUpstreamContent, StageInput, StageOutput}
 
 // AllStages lists every stage, in the order of the configuration file.
 func AllStages() []Stage { return slices.Clone(allStages) }

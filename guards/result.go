@@ -17,7 +17,8 @@ type Finding struct {
 	Action Action `json:"action"`
 	// Mode is enforce, or log_only when the finding changed nothing.
 	Mode string `json:"mode"`
-	// Path is the JSON pointer of the string leaf ("/content/0/text"); "" for CheckText.
+	// Path is the JSON pointer of the string leaf ("/content/0/text"); "" for CheckText; for
+	// CheckTexts, the path the caller gave the text ("inputSchema.properties.target.description").
 	Path string `json:"path"`
 	// Start and End are byte offsets in that leaf's decoded text.
 	Start int `json:"start"`
@@ -78,7 +79,7 @@ func (s *Set) result(r *run) Result {
 		lastLeaf, lastPath := -1, ""
 		for _, h := range o.hits {
 			if h.leaf != lastLeaf {
-				lastLeaf, lastPath = h.leaf, r.w.path(r.w.leaves[h.leaf].seg)
+				lastLeaf, lastPath = h.leaf, r.w.leafPath(h.leaf)
 			}
 			res.Findings = append(res.Findings, Finding{
 				Guard: e.id, Category: h.span.Category, Stage: string(s.stage), Action: e.action,

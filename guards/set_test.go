@@ -99,7 +99,7 @@ func TestBuildSettingValues(t *testing.T) {
 
 func TestBuildRefusesAGuardInAStageItDoesNotSupport(t *testing.T) {
 	_, err := Build(StageOutput, specsFromYAML(t, "g.yaml", "- {id: inj, use: injection.heuristic}"))
-	if err == nil || !strings.Contains(err.Error(), "g.yaml:1: guard inj: injection.heuristic cannot run in stage output; it runs in tool_call, tool_result, tool_definition, input") {
+	if err == nil || !strings.Contains(err.Error(), "g.yaml:1: guard inj: injection.heuristic cannot run in stage output; it runs in tool_call, tool_result, tool_definition, upstream_content, input") {
 		t.Errorf("got %v", err)
 	}
 	_, err = Build(StageToolDefinition, specsFromYAML(t, "g.yaml", "- {id: top, use: topic.deny, topics: {a: [b]}}"))

@@ -22,8 +22,9 @@ type walker struct {
 // leaf is one non-empty string value.
 type leaf struct {
 	text       string // decoded
-	start, end int    // the string literal in doc, quotes included
+	start, end int    // the string literal in doc, quotes included; for CheckTexts, start is the text's index
 	seg        int32  // its path; -1 for the root
+	named      string // the caller's path, for CheckTexts; "" elsewhere
 }
 
 // seg is one step of a path: an array index, or an object key as written between its quotes.
@@ -305,6 +306,26 @@ func hex4(s string, i int) (rune, bool) {
 		r = r<<4 | rune(c)
 	}
 	return r, true
+}
+
+// texts makes each non-empty text a leaf named by its own path, for CheckTexts.
+func (w *walker) texts(texts []Text) {
+	w.reset()
+	for i, t := range texts {
+		if t.Text == "" {
+			continue
+		}
+		w.leaves = append(w.leaves, leaf{text: t.Text, start: i, seg: -1, named: t.Path})
+		w.textBytes += len(t.Text)
+	}
+}
+
+// leafPath is what a finding in leaf li names: the caller's path, or the JSON pointer.
+func (w *walker) leafPath(li int) string {
+	if lf := &w.leaves[li]; lf.named != "" {
+		return lf.named
+	}
+	return w.path(w.leaves[li].seg)
 }
 
 // path spells the JSON pointer (RFC 6901) of a leaf's step.

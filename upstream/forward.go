@@ -44,6 +44,11 @@ type Origin struct {
 	// the answers to an upstream's input requests and the state it asked to get back.
 	InputResponses mcp.InputResponseMap
 	RequestState   string
+	// Screen, when set, sees each request the server sends for this request (sampling,
+	// elicitation) before it goes to the client, and returns the request to send (the gateway's
+	// guards may have redacted it), or an error: then the server gets that error back and the
+	// client never sees the request.
+	Screen func(ctx context.Context, server, method string, req mcp.InputRequest) (mcp.InputRequest, error)
 }
 
 type originKey struct{}
@@ -230,8 +235,18 @@ func (u *Upstream) handleCreateMessage(ctx context.Context, req *mcp.CreateMessa
 			return nil, u.forwardError(method, notDeclared("sampling with tools, and the request offers tools"))
 		}
 	}
-	return passOn(ctx, u, method, o, req.Params, func() (*mcp.CreateMessageWithToolsResult, error) {
-		return o.Session.CreateMessageWithTools(o.Ctx, req.Params)
+	params := req.Params
+	if o.Screen != nil {
+		screened, err := o.Screen(ctx, u.cfg.Name, method, params)
+		if err != nil {
+			return nil, u.forwardError(method, err)
+		}
+		if p, ok := screened.(*mcp.CreateMessageWithToolsParams); ok {
+			params = p
+		}
+	}
+	return passOn(ctx, u, method, o, params, func() (*mcp.CreateMessageWithToolsResult, error) {
+		return o.Session.CreateMessageWithTools(o.Ctx, params)
 	})
 }
 
@@ -272,11 +287,21 @@ func (u *Upstream) handleElicit(ctx context.Context, req *mcp.ElicitRequest) (*m
 			return nil, u.forwardError(method, notDeclared("URL elicitation, and the request is one"))
 		}
 	}
-	if id := req.Params.ElicitationID; id != "" {
+	params := req.Params
+	if o.Screen != nil {
+		screened, err := o.Screen(ctx, u.cfg.Name, method, params)
+		if err != nil {
+			return nil, u.forwardError(method, err)
+		}
+		if p, ok := screened.(*mcp.ElicitParams); ok {
+			params = p
+		}
+	}
+	if id := params.ElicitationID; id != "" {
 		u.elicitations.put(id, o.Session)
 	}
-	return passOn(ctx, u, method, o, req.Params, func() (*mcp.ElicitResult, error) {
-		return o.Session.Elicit(o.Ctx, req.Params)
+	return passOn(ctx, u, method, o, params, func() (*mcp.ElicitResult, error) {
+		return o.Session.Elicit(o.Ctx, params)
 	})
 }
 

@@ -75,42 +75,83 @@ func listPins(ctx context.Context, cfg *config.Config, o *opsFlags, asJSON bool,
 		enc.SetIndent("", "  ")
 		return enc.Encode(list)
 	}
-	printPins(stdout, cfg, list)
+	printPins(stdout, cfg, list, acc != nil && acc.api != nil)
 	return nil
 }
 
 // printPins prints the table, then what changed in each quarantined tool, descriptions in full
-// (quoted, so that an upstream's text cannot drive the terminal): that is what to review.
-func printPins(w io.Writer, cfg *config.Config, list []gateway.PinStatus) {
+// (quoted, so that an upstream's text cannot drive the terminal): that is what to review; then
+// what tool_definition guards withhold, by the path of each finding (never its text).
+func printPins(w io.Writer, cfg *config.Config, list []gateway.PinStatus, running bool) {
 	if len(list) == 0 {
 		fmt.Fprintln(w, "no pinned tools: tools are pinned when a gateway first lists them")
+		printWithheldNote(w, cfg, running)
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVER\tTOOL\tSTATE\tPINNED-AT\tDIGEST")
-	var changed []gateway.PinStatus
+	var changed, withheld []gateway.PinStatus
 	for _, p := range list {
-		state, digest := "pinned", shortDigest(p.Digest)
-		if p.Quarantined {
+		state, digest, pinned := "pinned", shortDigest(p.Digest), p.Pinned.Local().Format("2006-01-02 15:04:05")
+		if p.Pending != "" {
 			state, digest = "CHANGED — quarantined", digest+" → "+shortDigest(p.Pending)
 			changed = append(changed, p)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Server, p.Tool, state, p.Pinned.Local().Format("2006-01-02 15:04:05"), digest)
+		if len(p.Withheld) > 0 {
+			state = "WITHHELD by a guard"
+			withheld = append(withheld, p)
+		}
+		if p.Pinned.IsZero() {
+			pinned, digest = "-", "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Server, itemName(p), state, pinned, digest)
 	}
 	tw.Flush()
-	if len(changed) == 0 {
-		return
-	}
-	fmt.Fprintln(w)
-	for _, p := range changed {
-		fmt.Fprintf(w, "%s/%s changed at %s: %s\n", p.Server, p.Tool, p.Changed.Local().Format("2006-01-02 15:04:05"), strings.Join(p.Changes, ", "))
-		if slices.Contains(p.Changes, "description") {
-			fmt.Fprintf(w, "  pinned description:  %q\n", descriptionOf(p.Definition))
-			fmt.Fprintf(w, "  changed description: %q\n", descriptionOf(p.PendingDefinition))
+	if len(changed) > 0 {
+		fmt.Fprintln(w)
+		for _, p := range changed {
+			fmt.Fprintf(w, "%s/%s changed at %s: %s\n", p.Server, p.Tool, p.Changed.Local().Format("2006-01-02 15:04:05"), strings.Join(p.Changes, ", "))
+			if slices.Contains(p.Changes, "description") {
+				fmt.Fprintf(w, "  pinned description:  %q\n", descriptionOf(p.Definition))
+				fmt.Fprintf(w, "  changed description: %q\n", descriptionOf(p.PendingDefinition))
+			}
 		}
+		fmt.Fprintf(w, "\n%d tool(s) changed since they were pinned and are not served. --json shows both definitions in full.\n", len(changed))
+		fmt.Fprintf(w, "Review the changes, then: mcp-gateway pins accept SERVER/TOOL -c %s (or SERVER alone for all of its changed tools)\n", cfg.Path)
 	}
-	fmt.Fprintf(w, "\n%d tool(s) changed since they were pinned and are not served. --json shows both definitions in full.\n", len(changed))
-	fmt.Fprintf(w, "Review the changes, then: mcp-gateway pins accept SERVER/TOOL -c %s (or SERVER alone for all of its changed tools)\n", cfg.Path)
+	if len(withheld) > 0 {
+		fmt.Fprintln(w)
+		for _, p := range withheld {
+			fmt.Fprintf(w, "%s/%s is withheld by tool_definition guards:\n", p.Server, itemName(p))
+			for _, f := range p.Withheld {
+				fmt.Fprintf(w, "  guard %s found %s at %s (%s, %s)\n", f.Guard, f.Category, f.Path, f.Action, f.Mode)
+			}
+		}
+		fmt.Fprintf(w, "\n%d item(s) are withheld: not listed, not callable or readable. `pins accept` does not release them: "+
+			"the upstream server must change the flagged text, or an operator the guardrails.tool_definition guards in %s.\n", len(withheld), cfg.Path)
+	}
+	printWithheldNote(w, cfg, running)
+}
+
+// printWithheldNote says, for the state file of a stopped gateway with tool_definition guards,
+// that only a running gateway knows what they withhold.
+func printWithheldNote(w io.Writer, cfg *config.Config, running bool) {
+	if !running && len(cfg.Guardrails.ToolDefinition) > 0 {
+		fmt.Fprintln(w, "The gateway is not running: what its tool_definition guards withhold is listed by a running gateway (they screen what the upstreams list at start).")
+	}
+}
+
+// itemName is how the table names an entry: the tool, or a withheld prompt or resource with
+// its kind; a name a guard flagged is not printed.
+func itemName(p gateway.PinStatus) string {
+	name := p.Tool
+	if name == "" {
+		name = "(name withheld: a guard flagged it)"
+	}
+	if p.Kind != "" && p.Kind != gateway.KindTool {
+		name = strings.ReplaceAll(p.Kind, "_", " ") + " " + name
+	}
+	return name
 }
 
 func shortDigest(d string) string {

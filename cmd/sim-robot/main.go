@@ -40,6 +40,9 @@ type config struct {
 	record         string
 	banner         string
 	bannerBytes    int
+
+	// screen plants text for the gateway's screening tests (screening.go).
+	screen screening
 }
 
 func main() {
@@ -140,6 +143,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.record, "record", "", "append one JSON line {\"tool\",\"args\"} per call to `file`")
 	fs.StringVar(&cfg.banner, "banner", "", "print `text` as a line on stdout before serving, as a driver that logs to the wrong stream would")
 	fs.IntVar(&cfg.bannerBytes, "banner-bytes", 0, "print a line of `n` bytes (x…) on stdout before serving, after -banner")
+	addScreeningFlags(fs, &cfg.screen)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}

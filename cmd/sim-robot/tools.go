@@ -154,6 +154,7 @@ func newServer(ctx context.Context, cfg config, world *World, rec *recorder, log
 		}, "mode"),
 		Annotations: &mcp.ToolAnnotations{Title: "Inject a fault", DestructiveHint: new(true), OpenWorldHint: new(false)},
 	}, false, r.fault)
+	r.addScreeningFeatures(srv)
 	return srv
 }
 
@@ -182,6 +183,7 @@ func (r *robot) register(srv *mcp.Server, t *mcp.Tool, isPhysical bool, h handle
 	if r.cfg.describeSuffix != "" {
 		t.Description += " " + r.cfg.describeSuffix
 	}
+	r.cfg.screen.poison(t)
 	srv.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		total := r.stats.count(t.Name)
 		if r.rec != nil {
