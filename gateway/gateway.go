@@ -196,7 +196,9 @@ func (g *Gateway) buildChain(cfg *config.Config, engine *policies.Engine, sets *
 	if g.metrics.calls != nil {
 		steps = append(steps, g.metrics.calls.Observe())
 	}
-	redact := governor.NewAuditRedactor(cfg.Audit)
+	// What the audit keeps and every reason pass the tool_call guards too: nothing they remove
+	// is written anywhere (withhold.go).
+	redact := governor.NewAuditRedactor(cfg.Audit).WithGuards(sets.ToolCall)
 	guarding := &governor.Guarding{
 		Approvals: g.approvals,
 		Metrics:   g.guardMetrics,
@@ -205,6 +207,7 @@ func (g *Gateway) buildChain(cfg *config.Config, engine *policies.Engine, sets *
 	steps = append(steps,
 		governor.Audit(st, redact, g.log),
 		governor.Log(g.log),
+		governor.ScrubReasons(redact),
 		governor.Resolve(g),
 		governor.CheckStore(st.Available),
 		governor.CheckLockout(lockouts),

@@ -96,7 +96,11 @@ func (g *Gateway) drainingRefusal() governor.Handler {
 	})
 	steps := []governor.Step{governor.Log(g.log)}
 	if st := g.opts.Store; st != nil {
-		steps = append([]governor.Step{governor.Audit(st, governor.NewAuditRedactor(g.config().Audit), g.log)}, steps...)
+		g.syncMu.Lock()
+		toolCall := g.guards.ToolCall
+		g.syncMu.Unlock()
+		redact := governor.NewAuditRedactor(g.config().Audit).WithGuards(toolCall)
+		steps = append([]governor.Step{governor.Audit(st, redact, g.log)}, steps...)
 	}
 	return governor.Chain(refuse, steps...)
 }

@@ -46,7 +46,7 @@ func Audit(st AuditStore, redact *Redactor, logger *slog.Logger) Step {
 				Session:    c.Session,
 				Tool:       c.Name,
 				CallID:     c.ID,
-				Args:       redact.Redact(original),
+				Args:       redact.Redact(redact.kept(ctx, c, original)),
 				ArgsDigest: hex.EncodeToString(sum[:]),
 				Decision:   decision(c),
 				Detail:     c.Detail,

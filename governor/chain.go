@@ -39,6 +39,11 @@ type Call struct {
 	// Journaled is set once a physical call has its crash-journal entry on disk; the audit
 	// step removes the entry in the transaction that writes the call's record.
 	Journaled bool
+	// ArgsScreened is set once the tool_call guards have seen Args (and replaced it with what
+	// they let through); ArgsWithheld when they blocked it or held it for an operator. The
+	// audit record keeps the arguments as the guards left them.
+	ArgsScreened bool
+	ArgsWithheld bool
 	// Decision is the policy decision as "effect:rule" ("" before the policy step), for the
 	// audit record.
 	Decision string

@@ -74,13 +74,17 @@ func GuardCall(set *guards.Set, g *Guarding) Step {
 		return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
 			r, args := set.CheckJSON(ctx, c.Tool.Server, c.Name, c.Args)
 			g.note(c, guards.StageToolCall, r)
+			c.ArgsScreened = true
 			switch r.Action {
 			case guards.ActionBlock:
+				c.ArgsWithheld = true
 				return Refuse(KindGuardBlocked, fmt.Sprintf("the arguments of %s were blocked: %s. Remove that content and call again.", c.Name, r.Reason))
 			case guards.ActionEscalate:
+				c.ArgsWithheld = true // until an operator lets them through
 				if out := g.escalate(ctx, c, r); out != nil {
 					return out
 				}
+				c.ArgsWithheld = false
 				c.Args = args // the redactions of other guards still apply
 			case guards.ActionRedact:
 				c.Args = args

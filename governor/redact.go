@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/guards"
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
@@ -16,8 +17,9 @@ const Redacted = "[REDACTED]"
 // audit log (audit.redact_keys), and cuts values too long to keep whole (audit.max_value_bytes).
 // A key matches when, lower-cased, it contains one of the keys.
 type Redactor struct {
-	keys     [][]byte // lower-cased
-	maxValue int      // longest string, number or key kept whole, in bytes
+	keys     [][]byte    // lower-cased
+	maxValue int         // longest string, number or key kept whole, in bytes
+	guards   *guards.Set // the tool_call guards, for what they would remove (withhold.go); may be nil
 }
 
 // maxArgsFactor bounds the whole of the stored arguments at this many times maxValue: many short

@@ -23,7 +23,7 @@ func Validate(redact *Redactor) Step {
 			}
 			if s := c.Tool.Schema; s != nil {
 				if problems := s.Validate(c.Args); len(problems) > 0 {
-					reason := Scrub(argschema.Describe(c.Name, problems), redact.Secrets(c.Args))
+					reason := redact.ScrubText(ctx, c, argschema.Describe(c.Name, problems))
 					return Refuse(KindInvalidArguments, reason)
 				}
 			}
