@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -21,7 +22,8 @@ import (
 // creds are the bearer tokens of auth.tokens (LoadCredentials). With any, /mcp needs one of
 // them and its principal is the caller of every tool call of the request; without, /mcp is open
 // and calls are anonymous. /admin/ takes them and the admin token, and needs the admin role.
-// /mcp refuses pages of origins not in gateway.allowed_origins, bodies over
+// /mcp refuses pages of origins not in gateway.allowed_origins (and answers CORS for those in
+// it, cors.go), messages that are not strict JSON-RPC (strict.go), bodies over
 // gateway.max_body_bytes (413) and bodies that do not arrive within gateway.body_read_timeout
 // (408). Every request's body is read under that timeout, and one a handler refuses without
 // reading is not waited for.
@@ -41,12 +43,15 @@ func (g *Gateway) Handler(creds []Credential) http.Handler {
 		Stateless: g.cfg.Gateway.HTTPMode == config.HTTPModeStateless,
 	})
 	timeout := g.bodyReadTimeout()
-	// Read after the token is checked: a request without one is refused before its body is read.
-	mcpHandler = readBody(g.maxBodyBytes(), timeout, mcpHandler)
+	// Read after the token is checked: a request without one is refused before its body is
+	// read. A body read whole is screened (strict.go) before the SDK sees it.
+	stateful := g.cfg.Gateway.HTTPMode != config.HTTPModeStateless
+	mcpHandler = readBody(g.maxBodyBytes(), timeout, g.door("http").strictBody(stateful), mcpHandler)
 	if len(creds) > 0 {
 		mcpHandler = identify(creds, requirePrincipal(mcpTokenHint, carryPrincipal(mcpHandler)))
 	}
-	mux.Handle("/mcp", checkOrigin(allowedOrigins(g.cfg.Gateway.AllowedOrigins), mcpHandler))
+	// A preflight carries no token: cors answers it before authentication, for allowed origins.
+	mux.Handle("/mcp", checkOrigin(allowedOrigins(g.cfg.Gateway.AllowedOrigins), cors(mcpHandler)))
 	if g.opts.Registry != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(g.opts.Registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelError)}))
 	}
@@ -116,8 +121,17 @@ func (g *Gateway) httpMetrics() *httpMetrics {
 	return httpMetricsFor(g.opts.Registry)
 }
 
+// door is the screen of client messages of one transport, counting into the gateway's registry.
+func (g *Gateway) door(transport string) *door {
+	if g.opts.Registry == nil {
+		return newDoor(transport, nil, g.log)
+	}
+	return newDoor(transport, g.opts.Registry, g.log)
+}
+
 // ServeStdio serves one MCP session over the process's stdin and stdout until the client
-// disconnects or ctx ends.
+// disconnects or ctx ends. Every line is screened as an HTTP body is (strict.go); a line
+// refused is answered with its JSON-RPC error on stdout and goes no further.
 func (g *Gateway) ServeStdio(ctx context.Context) error {
-	return g.server.Run(ctx, &mcp.StdioTransport{})
+	return g.server.Run(ctx, newStrictStdio(os.Stdin, os.Stdout, g.maxBodyBytes(), g.door("stdio")))
 }

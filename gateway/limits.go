@@ -103,11 +103,15 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 // answers itself when that fails: 408 when the body did not arrive within timeout
 // (bodyDeadline's deadline), 413 when it is larger than limit, 400 when the client broke off.
 // Next gets the body from memory, so nothing it does waits for the client. It runs after
-// authentication: a request without a valid token is refused before its body is read.
-func readBody(limit int64, timeout time.Duration, next http.Handler) http.Handler {
+// authentication: a request without a valid token is refused before its body is read. A body
+// read whole is given to screen (strict.go), which answers and returns false for one next must
+// not see.
+func readBody(limit int64, timeout time.Duration, screen func(http.ResponseWriter, *http.Request, []byte) bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody {
-			next.ServeHTTP(w, r)
+			if screen(w, r, nil) {
+				next.ServeHTTP(w, r)
+			}
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
@@ -126,6 +130,9 @@ func readBody(limit int64, timeout time.Duration, next http.Handler) http.Handle
 		case err != nil:
 			w.Header().Set("Connection", "close")
 			writeError(w, http.StatusBadRequest, "the request body could not be read to its end: the client broke off while sending it")
+			return
+		}
+		if !screen(w, r, body) {
 			return
 		}
 		r2 := *r

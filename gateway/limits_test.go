@@ -24,7 +24,7 @@ func boundedServer(t *testing.T, timeout time.Duration, most int, read bool, h h
 	m := httpMetricsFor(nil)
 	log := slog.New(slog.DiscardHandler)
 	if read {
-		h = readBody(1<<20, timeout, h)
+		h = readBody(1<<20, timeout, func(http.ResponseWriter, *http.Request, []byte) bool { return true }, h)
 	}
 	srv := httptest.NewUnstartedServer(bodyDeadline(timeout, m, log, h))
 	srv.Config.ReadHeaderTimeout = headerTimeout

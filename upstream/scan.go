@@ -265,9 +265,10 @@ func parseID(raw []byte) (jsonrpc.ID, bool) {
 
 var errNotJSONRPC = errors.New(`not a JSON-RPC 2.0 message: it needs "jsonrpc":"2.0" and a method, or an id with a result or an error`)
 
-// decodeMessage decodes one message kept whole, already checked to be valid JSON, as the SDK
-// would (jsonrpc.DecodeMessage) but without copying it: a response's result and a request's
-// params are slices of msg. A top-level member given twice is refused.
+// decodeMessage decodes one message kept whole, already checked to be strict JSON (no key
+// twice in any object: strictjson.Validate), as the SDK would (jsonrpc.DecodeMessage) but
+// without copying it: a response's result and a request's params are slices of msg. A
+// top-level member given twice is refused here too, for a message not checked first.
 func decodeMessage(msg []byte) (jsonrpc.Message, error) {
 	s := newScan()
 	s.feed(msg)

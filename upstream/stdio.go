@@ -14,6 +14,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-gateway/mcp-gateway/internal/strictjson"
 )
 
 // A stdio server's stdout is read in pieces of readChunk bytes; a line longer than that is
@@ -33,8 +35,9 @@ var chunks = sync.Pool{New: func() any { return new([readChunk]byte) }}
 //     since the answer it carried is lost and cannot be tied to a call.
 //   - A line that does not start with { or [ is not JSON (a banner, a log line printed on the
 //     wrong stream): it is logged with the server's name, counted and skipped.
-//   - A line that is JSON but not valid UTF-8, or not a valid JSON-RPC message, fails the call
-//     it answers when its id can be read, and is otherwise logged and skipped.
+//   - A line that is JSON but not valid UTF-8, not strict JSON (internal/strictjson: one value,
+//     no duplicate key at any depth, numbers a float64 holds), or not a valid JSON-RPC message,
+//     fails the call it answers when its id can be read, and is otherwise logged and skipped.
 //   - A request from the server that is refused this way is answered with a JSON-RPC error, so
 //     the server does not wait for an answer; a refused notification is dropped.
 //
@@ -262,12 +265,14 @@ func (c *stdioConn) handle(l line) []readResult {
 		return c.refuse(&OutputError{Server: c.t.server, Reason: OutputInvalidUTF8, Size: int64(len(data)),
 			Detail: detail, Quote: q}, scanned(data))
 	}
+	// Strict JSON (SPEC.md §15): one value, no duplicate key at any depth, numbers a float64
+	// holds. A result another reader would read otherwise fails its call.
+	if err := strictjson.Validate(data); err != nil {
+		return c.refuse(&OutputError{Server: c.t.server, Reason: OutputNotJSONRPC, Size: int64(len(data)),
+			Detail: "not strict JSON: " + err.Error(), Quote: quote(data), Fatal: data[0] == '['}, scanned(data))
+	}
 	if data[0] == '[' {
 		return c.batch(data)
-	}
-	if !json.Valid(data) {
-		return c.refuse(&OutputError{Server: c.t.server, Reason: OutputNotJSONRPC, Size: int64(len(data)),
-			Detail: "not valid JSON", Quote: quote(data)}, scanned(data))
 	}
 	msg, err := decodeMessage(data)
 	if err != nil {

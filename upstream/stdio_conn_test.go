@@ -160,7 +160,7 @@ func TestStdioConnBoundsAndNamesWhatTheServerWrites(t *testing.T) {
 			}
 		}},
 		{"JSON that is not JSON-RPC, with an id", 0, []string{`{"id":8,"result":1` + "\n", init}, func(t *testing.T, msgs []jsonrpc.Message, err error, _, _ string, _ *outputStats) {
-			if e := refusal(t, msgs[0]); e.Reason != OutputNotJSONRPC || e.Detail != "not valid JSON" {
+			if e := refusal(t, msgs[0]); e.Reason != OutputNotJSONRPC || !strings.HasPrefix(e.Detail, "not strict JSON: the document ends inside an object") {
 				t.Errorf("refusal %+v", e)
 			}
 		}},
@@ -186,7 +186,25 @@ func TestStdioConnBoundsAndNamesWhatTheServerWrites(t *testing.T) {
 			}
 		}},
 		{"a duplicate member is refused", 0, []string{`{"jsonrpc":"2.0","id":2,"result":{},"result":{"x":1}}` + "\n"}, func(t *testing.T, msgs []jsonrpc.Message, err error, _, _ string, _ *outputStats) {
-			if e := refusal(t, msgs[0]); e.Reason != OutputNotJSONRPC || !strings.Contains(e.Detail, "twice") {
+			if e := refusal(t, msgs[0]); e.Reason != OutputNotJSONRPC || !strings.Contains(e.Detail, `duplicate key "result" at $ (byte 36)`) {
+				t.Errorf("refusal %+v", e)
+			}
+		}},
+		{"a duplicate key deep in a result fails its call", 0, []string{`{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"a","t\u0065xt":"b"}]}}` + "\n"}, func(t *testing.T, msgs []jsonrpc.Message, err error, _, _ string, _ *outputStats) {
+			if len(msgs) != 1 || msgs[0].(*jsonrpc.Response).ID.Raw() != int64(3) {
+				t.Fatalf("msgs %v, err %v", msgs, err)
+			}
+			if e := refusal(t, msgs[0]); e.Reason != OutputNotJSONRPC || !strings.Contains(e.Detail, `duplicate key "text" at $.result.content[0]`) {
+				t.Errorf("refusal %+v", e)
+			}
+		}},
+		{"a second value after a result fails its call", 0, []string{`{"jsonrpc":"2.0","id":4,"result":{}} {"jsonrpc":"2.0","id":4,"result":{"x":1}}` + "\n"}, func(t *testing.T, msgs []jsonrpc.Message, err error, _, _ string, _ *outputStats) {
+			if e := refusal(t, msgs[0]); e.Reason != OutputNotJSONRPC || !strings.Contains(e.Detail, "data after the end of the JSON value") {
+				t.Errorf("refusal %+v", e)
+			}
+		}},
+		{"a number a float64 does not hold fails its call", 0, []string{`{"jsonrpc":"2.0","id":5,"result":{"v":1e400}}` + "\n"}, func(t *testing.T, msgs []jsonrpc.Message, err error, _, _ string, _ *outputStats) {
+			if e := refusal(t, msgs[0]); e.Reason != OutputNotJSONRPC || !strings.Contains(e.Detail, "64-bit float") {
 				t.Errorf("refusal %+v", e)
 			}
 		}},
