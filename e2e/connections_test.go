@@ -323,7 +323,8 @@ func TestConnectionsUnderAFileLimit(t *testing.T) {
 		}
 	})
 	p.waitReady(t, 30*time.Second)
-	if !strings.Contains(p.stderr.String(), "serving_at_most=192") {
+	// The warning is read off the gateway's stderr pipe, which may lag the readiness check.
+	if !pollFor(5*time.Second, func() bool { return strings.Contains(p.stderr.String(), "serving_at_most=192") }) {
 		t.Fatalf("the gateway did not lower its connection cap to the file limit:\n%s", p.stderr.String())
 	}
 
