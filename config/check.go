@@ -113,6 +113,20 @@ func (d *decoder) checkGateway(g *Gateway, dir string) {
 	}
 
 	switch {
+	case !src.has("max_sessions"):
+		g.MaxSessions = DefaultMaxSessions
+	case src.valid("max_sessions") && g.MaxSessions < 1:
+		d.errorf(src.valueLine("max_sessions"), loc.field("max_sessions"), "must be at least 1, got %d", g.MaxSessions)
+	}
+	switch {
+	case !src.has("session_idle_timeout"):
+		g.SessionIdleTimeout = Duration(DefaultSessionIdleTimeout)
+	case src.valid("session_idle_timeout") && g.SessionIdleTimeout < Duration(time.Second):
+		d.errorf(src.valueLine("session_idle_timeout"), loc.field("session_idle_timeout"),
+			"must be at least 1s, such as 30m: idle sessions must end, or they are held forever")
+	}
+
+	switch {
 	case !src.has("max_connections"):
 		g.MaxConnections = DefaultMaxConnections
 	case src.valid("max_connections") && g.MaxConnections < minConnections:

@@ -61,7 +61,11 @@ type Gateway struct {
 	// MaxConnections caps the HTTP client connections open at once. At the cap a new connection
 	// takes the place of the one idle longest or silent longest (no request yet); when every
 	// open connection is busy, the new one is answered 503 and closed.
-	MaxConnections int `yaml:"max_connections" json:"max_connections,omitempty" jsonschema:"minimum=4,description=HTTP client connections open at once; at the cap an idle or silent one is closed to admit a new one\\, and when all are busy the new one gets 503 (default 512; lowered to fit the process's open-file limit)."`
+	// MaxSessions caps the stateful MCP sessions over HTTP; SessionIdleTimeout closes a session
+	// that has sent no request for that long.
+	MaxSessions        int      `yaml:"max_sessions" json:"max_sessions,omitempty" jsonschema:"minimum=1,description=Stateful MCP sessions over HTTP at once; at the cap a new initialize gets 503 (default 256)."`
+	SessionIdleTimeout Duration `yaml:"session_idle_timeout" json:"session_idle_timeout,omitempty" jsonschema:"type=string,description=A session that sends no request for this long is closed such as 30m (default 30m)."`
+	MaxConnections     int      `yaml:"max_connections" json:"max_connections,omitempty" jsonschema:"minimum=4,description=HTTP client connections open at once; at the cap an idle or silent one is closed to admit a new one\\, and when all are busy the new one gets 503 (default 512; lowered to fit the process's open-file limit)."`
 }
 
 // Server is one upstream MCP server: a child process over stdio (Command) or a streamable HTTP
@@ -298,3 +302,10 @@ const DefaultBodyReadTimeout = 10 * time.Second
 // connections per session and one per call in flight. 512 leaves a wide margin over that, and
 // fits the usual open-file limit of 1024 with room for the upstreams and the state file.
 const DefaultMaxConnections = 512
+
+// DefaultMaxSessions caps the stateful HTTP sessions by default: far more agents than one robot
+// cell runs, and each session costs a few goroutines and buffers.
+const DefaultMaxSessions = 256
+
+// DefaultSessionIdleTimeout closes an HTTP session by default after this long without a request.
+const DefaultSessionIdleTimeout = 30 * time.Minute

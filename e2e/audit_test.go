@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -77,8 +78,13 @@ servers:
 	if args["password"] != "[REDACTED]" || args["user"] != "op" || opts["API_Token"] != "[REDACTED]" || opts["retries"] != 3.0 {
 		t.Errorf("login args must be kept with only the secrets redacted: %s", rec.Args)
 	}
-	if rec.ArgsDigest != hex.EncodeToString(sum[:]) {
-		t.Errorf("ArgsDigest %q is not the SHA-256 of the arguments sent", rec.ArgsDigest)
+	// A keyed digest: the plain SHA-256 would let anyone holding the record try every value of
+	// the redacted password. The operator computes it with the state file's key.
+	if rec.ArgsDigest == hex.EncodeToString(sum[:]) {
+		t.Errorf("ArgsDigest is the plain SHA-256 of the arguments: a redacted value can be guessed from it")
+	}
+	if got := auditDigest(t, cfg, original); got != rec.ArgsDigest {
+		t.Errorf("audit digest through the running gateway = %q, the record holds %q", got, rec.ArgsDigest)
 	}
 
 	// Filters, through the admin API.
@@ -105,6 +111,9 @@ servers:
 
 	cs.Close()
 	gw.stop(t)
+	if got := auditDigest(t, cfg, original); got != rec.ArgsDigest {
+		t.Errorf("audit digest on the state file = %q, the record holds %q", got, rec.ArgsDigest)
+	}
 	if strings.Contains(gw.stderr.String(), secretValue) {
 		t.Errorf("the gateway's log holds a redacted argument value")
 	}
@@ -180,4 +189,16 @@ func outcomeOf(isError bool, env map[string]any) string {
 		return "ok"
 	}
 	return "tool_failure"
+}
+
+// auditDigest runs `mcp-gateway audit digest -c cfg` with args on stdin.
+func auditDigest(t *testing.T, cfg string, args []byte) string {
+	t.Helper()
+	cmd := exec.Command(gatewayBin, "audit", "digest", "-c", cfg)
+	cmd.Stdin = bytes.NewReader(args)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("audit digest: %v", err)
+	}
+	return strings.TrimSpace(string(out))
 }

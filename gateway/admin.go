@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -215,6 +216,14 @@ func (g *Gateway) adminHandler() http.Handler {
 		}
 		checked, bad := g.opts.Store.AuditVerify()
 		writeJSON(w, http.StatusOK, VerifyResult{Checked: checked, OK: bad == nil, Bad: bad})
+	})
+	mux.HandleFunc("POST /admin/audit/digest", func(w http.ResponseWriter, r *http.Request) {
+		raw, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "reading the arguments: "+err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"digest": g.opts.Store.DigestArgs(raw)})
 	})
 	mux.HandleFunc("POST /admin/reload", g.serveReload)
 	g.registerOpsRoutes(mux)

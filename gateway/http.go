@@ -41,7 +41,13 @@ func (g *Gateway) Handler(creds []Credential) http.Handler {
 		// Stateless: no Mcp-Session-Id; each request is served by a session of its own, so
 		// server-to-client requests are carried only as input requests in results.
 		Stateless: g.cfg.Gateway.HTTPMode == config.HTTPModeStateless,
+		// A session that sends nothing for this long is closed (sessionlimits.go).
+		SessionTimeout: g.sessionIdleTimeout(),
 	})
+	if g.cfg.Gateway.HTTPMode != config.HTTPModeStateless {
+		mcpHandler = g.limitSessions(g.maxSessions(), mcpHandler)
+	}
+	mcpHandler = g.limitStreams(max(1, g.maxConnections()/2), mcpHandler)
 	timeout := g.bodyReadTimeout()
 	// Read after the token is checked: a request without one is refused before its body is
 	// read. A body read whole is screened (strict.go) before the SDK sees it.

@@ -2,8 +2,6 @@ package governor
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -19,6 +17,8 @@ type AuditStore interface {
 	Audit() store.AuditLog
 	// Available is nil while the state file takes writes, otherwise what failed.
 	Available() error
+	// DigestArgs is the keyed digest a record keeps of the original arguments.
+	DigestArgs(args []byte) string
 	store.LockoutStore
 }
 
@@ -39,7 +39,6 @@ func Audit(st AuditStore, redact *Redactor, logger *slog.Logger) Step {
 		return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
 			original := c.Args
 			out := next.Handle(ctx, c)
-			sum := sha256.Sum256(original)
 			rec := store.Record{
 				Type:       store.RecordCall,
 				Principal:  c.Principal,
@@ -47,7 +46,7 @@ func Audit(st AuditStore, redact *Redactor, logger *slog.Logger) Step {
 				Tool:       c.Name,
 				CallID:     c.ID,
 				Args:       redact.Redact(redact.kept(ctx, c, original)),
-				ArgsDigest: hex.EncodeToString(sum[:]),
+				ArgsDigest: st.DigestArgs(original),
 				Decision:   decision(c),
 				Detail:     c.Detail,
 				Kind:       string(out.Kind),

@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/mcp-gateway/mcp-gateway/store"
 	"github.com/mcp-gateway/mcp-gateway/upstream"
 )
 
@@ -69,7 +70,7 @@ func dispatchFailure(ctx, callCtx context.Context, c *Call, deadline time.Durati
 		return unknown(Refuse(KindUpstreamUnavailable, fmt.Sprintf(
 			"server %s stopped during the call to %s and is being restarted; the call may or may not have taken effect. Try again in a moment.", t.Server, c.Name)))
 	default:
-		out := Refuse(KindUpstreamError, fmt.Sprintf("server %s answered the call to %s with an error: %v", t.Server, c.Name, err))
+		out := Refuse(KindUpstreamError, fmt.Sprintf("server %s answered the call to %s with an error: %s", t.Server, c.Name, store.TruncateString(err.Error(), maxUpstreamErrorBytes)))
 		var rpcErr *jsonrpc.Error
 		if t.Passthrough() && errors.As(err, &rpcErr) && rpcErr.Code != 0 {
 			out.RPCError = rpcErr
@@ -77,6 +78,10 @@ func dispatchFailure(ctx, callCtx context.Context, c *Call, deadline time.Durati
 		return out
 	}
 }
+
+// maxUpstreamErrorBytes bounds the text of a server's error that a reason quotes: a server can
+// answer with megabytes, and the reason is logged and returned.
+const maxUpstreamErrorBytes = 2048
 
 // cancelledBy says who cancelled a call: the caller, or the cause the gateway gave (shutting
 // down).

@@ -106,6 +106,9 @@ func GuardResult(set *guards.Set, g *Guarding) Step {
 		}
 		return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
 			out := next.Handle(ctx, c)
+			if out.Kind == KindUpstreamError {
+				return guardUpstreamError(ctx, set, g, c, out)
+			}
 			if out.Kind != "" || out.Result == nil {
 				return out
 			}
@@ -210,4 +213,26 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// guardUpstreamError passes the text of an error a server answered with through the tool_result
+// guards: it is the server's words, and the model reads them like a result.
+func guardUpstreamError(ctx context.Context, set *guards.Set, g *Guarding, c *Call, out *Outcome) *Outcome {
+	r, reason := set.CheckText(ctx, c.Tool.Server, c.Name, out.Reason)
+	g.note(c, guards.StageToolResult, r)
+	switch r.Action {
+	case guards.ActionBlock, guards.ActionEscalate:
+		return Refuse(KindGuardBlocked, fmt.Sprintf("server %s answered the call to %s with an error whose text was withheld: %s. The call may have run; do not repeat it to see the error.", c.Tool.Server, c.Name, r.Reason))
+	case guards.ActionRedact:
+		clean := Refuse(out.Kind, reason)
+		clean.Unknown = out.Unknown
+		if out.RPCError != nil {
+			e := *out.RPCError
+			_, e.Message = set.CheckText(ctx, c.Tool.Server, c.Name, e.Message)
+			e.Data = nil // not screened: left out
+			clean.RPCError = &e
+		}
+		return clean
+	}
+	return out
 }

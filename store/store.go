@@ -122,6 +122,8 @@ type Store struct {
 
 	audit  *auditLog
 	pruner *pruner // nil without retention
+	// digestKey keys the digests of original arguments (digest.go).
+	digestKey []byte
 
 	commitTimeout time.Duration
 	health        health
@@ -183,6 +185,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 	}
 	if err := s.init(); err != nil {
+		s.release()
+		return nil, err
+	}
+	if err := s.loadDigestKey(); err != nil {
 		s.release()
 		return nil, err
 	}

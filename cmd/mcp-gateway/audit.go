@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -29,9 +31,13 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && args[0] == "export" {
 		return runAuditExport(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "digest" {
+		return runAuditDigest(ctx, args[1:], os.Stdin, stdout, stderr)
+	}
 	fs := newFlags("audit", "audit -c FILE [--server S] [--tool T] [--kind K] [--type T] [--since 2h|RFC3339] [--limit N] [--jsonl]\n"+
 		"       mcp-gateway audit export -c FILE [--since 2h|RFC3339] [filters] > audit.jsonl\n"+
-		"       mcp-gateway audit verify -c FILE\n\n"+
+		"       mcp-gateway audit verify -c FILE\n"+
+		"       mcp-gateway audit digest -c FILE < arguments.json\n\n"+
 		"Prints the audit log's records, oldest first, as a table or as JSON lines with every field.\n"+
 		"\"audit export\" writes every matching record as one JSON line, for an archive kept before retention\n"+
 		"prunes the oldest records. \"audit verify\" checks the hash chain and names the first record that\n"+
@@ -335,4 +341,58 @@ func runAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	fmt.Fprintf(stdout, "audit log broken at record %d: %s (the %d records before it verify)\n", res.Bad.Seq, res.Bad.Reason, res.Checked)
 	return exitError{1}
+}
+
+// auditDigest is the answer of /admin/audit/digest.
+type auditDigest struct {
+	Digest string `json:"digest"`
+}
+
+// runAuditDigest prints the digest an audit record keeps of the arguments read from stdin, as
+// the gateway computes it (a keyed HMAC; store/digest.go), so an operator holding a call's
+// original arguments can match them to its record's ArgsDigest.
+func runAuditDigest(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlags("audit digest", "audit digest -c FILE [--addr HOST:PORT] [--token TOKEN] < arguments.json\n\n"+
+		"Prints the ArgsDigest an audit record holds for a call with exactly these argument bytes (the\n"+
+		"arguments object as the client sent it, compacted). The digest is keyed with a secret of the state file, so\n"+
+		"a redacted value cannot be guessed from a record or an export.", stderr)
+	o := addOpsFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return exitError{2}
+	}
+	raw, err := io.ReadAll(io.LimitReader(stdin, 64<<20))
+	if err != nil {
+		return fmt.Errorf("reading the arguments from stdin: %w", err)
+	}
+	// Clients send arguments compactly; compacting here makes a pretty-printed file match, and
+	// is what carrying the bytes to the admin API as JSON does anyway.
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, raw); err != nil {
+		fmt.Fprintf(stderr, "the arguments on stdin are not JSON: %v\n", err)
+		return exitError{2}
+	}
+	raw = compact.Bytes()
+	cfg, err := o.loadConfig(fs, stderr)
+	if err != nil {
+		return err
+	}
+	acc, err := openState(cfg, o, true)
+	if err != nil {
+		return err
+	}
+	defer acc.Close()
+	var res auditDigest
+	if acc.api != nil {
+		if err := acc.api.doJSON(ctx, http.MethodPost, "/admin/audit/digest", json.RawMessage(raw), &res); err != nil {
+			return err
+		}
+	} else {
+		res.Digest = acc.st.DigestArgs(raw)
+	}
+	fmt.Fprintln(stdout, res.Digest)
+	return nil
 }
