@@ -64,11 +64,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parseSince(f, *since, stderr); err != nil {
 		return err
 	}
-	cfg, err := o.loadConfig(fs, stderr)
-	if err != nil {
-		return err
-	}
-	acc, err := openState(cfg, o, true)
+	acc, err := o.openAudit(fs, stderr)
 	if err != nil {
 		return err
 	}
@@ -145,11 +141,7 @@ func runAuditExport(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err := parseSince(f, *since, stderr); err != nil {
 		return err
 	}
-	cfg, err := o.loadConfig(fs, stderr)
-	if err != nil {
-		return err
-	}
-	acc, err := openState(cfg, o, true)
+	acc, err := o.openAudit(fs, stderr)
 	if err != nil {
 		return err
 	}
@@ -308,11 +300,7 @@ func runAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		fs.Usage()
 		return exitError{2}
 	}
-	cfg, err := o.loadConfig(fs, stderr)
-	if err != nil {
-		return err
-	}
-	acc, err := openState(cfg, o, true)
+	acc, err := o.openAudit(fs, stderr)
 	if err != nil {
 		return err
 	}
@@ -376,11 +364,7 @@ func runAuditDigest(ctx context.Context, args []string, stdin io.Reader, stdout,
 		return exitError{2}
 	}
 	raw = compact.Bytes()
-	cfg, err := o.loadConfig(fs, stderr)
-	if err != nil {
-		return err
-	}
-	acc, err := openState(cfg, o, true)
+	acc, err := o.openAudit(fs, stderr)
 	if err != nil {
 		return err
 	}
@@ -395,4 +379,14 @@ func runAuditDigest(ctx context.Context, args []string, stdin io.Reader, stdout,
 	}
 	fmt.Fprintln(stdout, res.Digest)
 	return nil
+}
+
+// openAudit loads the config the flags name and opens its audit log for reading: through the
+// running gateway's admin API, or the state file of a stopped one.
+func (o *opsFlags) openAudit(fs *flag.FlagSet, stderr io.Writer) (*stateAccess, error) {
+	cfg, err := o.loadConfig(fs, stderr)
+	if err != nil {
+		return nil, err
+	}
+	return openState(cfg, o, true)
 }
