@@ -150,6 +150,9 @@ func TestScanMembers(t *testing.T) {
 }
 
 func TestValidateAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under the race detector (it empties sync.Pools at random); `make test` checks them in a run without it")
+	}
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"robot__navigate_to","arguments":{"target":"t\u00e9ble","speed":0.5,"n":[1,2,3]}}}`)
 	Validate(body) // warm the pool
 	if n := testing.AllocsPerRun(100, func() {
