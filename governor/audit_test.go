@@ -303,7 +303,7 @@ func TestRedactorCutsLongValues(t *testing.T) {
 		}},
 		{"a long key is cut", `{"` + big + `":1}`, func(t *testing.T, out map[string]any, _ string) {
 			for k := range out {
-				if len(k) > 512 || !strings.HasPrefix(k, "xxx") {
+				if len(k) > 512 || !strings.HasPrefix(k, big[:16]) { // the cut key keeps the long key's start
 					t.Errorf("key of %d bytes", len(k))
 				}
 			}
