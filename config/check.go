@@ -360,6 +360,10 @@ func (d *decoder) checkTools(s *Server, loc location) {
 		if e, ok := overrides.keys[""]; ok {
 			d.errorf(e.line, loc.field("overrides"), "an override needs the name of an upstream tool as its key")
 		}
+		for name, o := range s.Tools.Overrides {
+			o.Line = overrides.keys[name].line
+			s.Tools.Overrides[name] = o
+		}
 	}
 }
 

@@ -163,6 +163,16 @@ type ToolOverride struct {
 	Evaluated bool `yaml:"evaluated" json:"evaluated,omitempty" jsonschema:"description=The tool must return a non-empty run_id."`
 	// Description replaces the upstream description.
 	Description string `yaml:"description" json:"description,omitempty" jsonschema:"description=Replaces the upstream description."`
+	// Stop marks the tool as its physical server's stop action: it stays callable while the
+	// server is locked out or halted, it does not wait behind the call in flight, no policy
+	// denies it, and a halt calls it (docs/operations.md, "Halt").
+	Stop bool `yaml:"stop" json:"stop,omitempty" jsonschema:"description=The tool is the physical server's stop action: always callable (also while locked out or halted)\\, sent without waiting for the call in flight\\, never denied by a policy\\, and called by mcp-gateway halt."`
+	// AllowWhileLocked keeps a read-only tool callable while its server is locked out, so that
+	// an operator can inspect the robot through the gateway. The tool's annotations must say
+	// it is read-only.
+	AllowWhileLocked bool `yaml:"allow_while_locked" json:"allow_while_locked,omitempty" jsonschema:"description=The tool stays callable while its server is locked out or halted\\, for inspection; only for tools whose annotations say readOnlyHint true."`
+	// Line is the line of this override's key in the file, for messages.
+	Line int `yaml:"-" json:"-"`
 }
 
 // Defaults of the settings above.

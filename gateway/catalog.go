@@ -69,6 +69,7 @@ func BuildCatalog(cfg *config.Config, sources []Source, compile CompileFunc) (*C
 				Upstream:     up.Name,
 				Hidden:       hidden,
 				Evaluated:    filters.Overrides[up.Name].Evaluated,
+				Stop:         filters.Overrides[up.Name].Stop && src.Server.Physical,
 				ServerConfig: src.Server,
 				Dispatcher:   src.Dispatcher,
 
@@ -87,6 +88,15 @@ func BuildCatalog(cfg *config.Config, sources []Source, compile CompileFunc) (*C
 				}
 				t.Definition = def
 				t.Annotations = annotationMap(up.Annotations)
+				if o := filters.Overrides[up.Name]; o.AllowWhileLocked {
+					if why := inspectionRefused(o, up); why != "" {
+						problems = append(problems, Problem{Server: src.Server.Name, Tool: up.Name, Msg: fmt.Sprintf(
+							"%s:%d: servers %s: tools.overrides.%s.allow_while_locked is refused: %s; the tool is served, but refused like every other tool of the server during a lockout",
+							filepath.Base(cfg.Path), o.Line, src.Server.Name, up.Name, why)})
+					} else {
+						t.AllowWhileLocked = true
+					}
+				}
 				if compile != nil {
 					schema, err := compile(public, def.InputSchema)
 					switch {
@@ -108,6 +118,18 @@ func BuildCatalog(cfg *config.Config, sources []Source, compile CompileFunc) (*C
 	}
 	sort.Slice(c.listed, func(i, j int) bool { return c.listed[i].Public < c.listed[j].Public })
 	return c, problems
+}
+
+// inspectionRefused says why a tool may not stay callable during a lockout: only a tool whose
+// server says it is read-only, and that is not the stop action, may. "" when it may.
+func inspectionRefused(o config.ToolOverride, up *mcp.Tool) string {
+	switch {
+	case o.Stop:
+		return "the tool is the server's stop tool, which is always callable anyway"
+	case up.Annotations == nil || !up.Annotations.ReadOnlyHint:
+		return "the server does not annotate the tool as read-only (readOnlyHint: true), so calling it could move the robot"
+	}
+	return ""
 }
 
 func collision(file string, prev, t *governor.Tool) Problem {

@@ -21,6 +21,14 @@ type Tool struct {
 	Hidden bool
 	// Evaluated tools must return a non-empty run_id.
 	Evaluated bool
+	// Stop marks the physical server's stop action (tools.overrides.<tool>.stop): callable
+	// while the server is locked out or halted, sent without waiting for the call in flight,
+	// never denied by a policy, and called by a halt.
+	Stop bool
+	// AllowWhileLocked keeps this read-only tool callable during a lockout, for inspection
+	// (tools.overrides.<tool>.allow_while_locked, granted only when the upstream's annotations
+	// say the tool is read-only).
+	AllowWhileLocked bool
 	// Definition is the definition callers see (nil for hidden tools).
 	Definition *mcp.Tool
 	// ServerConfig is the upstream's configuration: physical, contract, timeouts.
@@ -39,6 +47,10 @@ type Tool struct {
 	// guard blocked its description. It says what happened and what the operator must do.
 	Quarantine string
 }
+
+// Exempt reports whether the tool stays callable while its server is locked out: a stop tool,
+// or a read-only tool an operator named for inspection.
+func (t *Tool) Exempt() bool { return t.Stop || t.AllowWhileLocked }
 
 // Physical reports whether the tool's calls move hardware.
 func (t *Tool) Physical() bool { return t.ServerConfig.Physical }

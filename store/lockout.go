@@ -22,7 +22,23 @@ type Lockout struct {
 	Session   string
 	Reason    string
 	At        time.Time
+	// Kind says what put the lockout in force: LockoutUnknown (a call's outcome is unknown:
+	// "" in records written before kinds existed), LockoutOperator (mcp-gateway lock) or
+	// LockoutHalt (mcp-gateway halt, the emergency stop).
+	Kind string `json:",omitempty"`
+	// By is the operator who locked or halted; "" for a lockout the gateway put in force.
+	By string `json:",omitempty"`
 }
+
+// Lockout kinds.
+const (
+	LockoutUnknown  = "unknown_outcome"
+	LockoutOperator = "operator"
+	LockoutHalt     = "halt"
+)
+
+// Halted reports whether the lockout is an emergency stop.
+func (l Lockout) Halted() bool { return l.Kind == LockoutHalt }
 
 // LockoutStore keeps lockouts durably and answers the hot path from memory.
 type LockoutStore interface {
