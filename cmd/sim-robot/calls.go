@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"sync"
+	"time"
 )
 
 // callStats counts what reached the robot, so tests can prove a call never
@@ -48,7 +49,7 @@ func (s *callStats) snapshot() (calls map[string]int, total, cancelled int) {
 // recorder appends one JSON line per call to a file that tests in other
 // processes read while the robot runs. Each line goes out in a single
 // unbuffered write, so a reader never sees half a line and a crash loses
-// nothing already recorded.
+// nothing already recorded. Lines are written in the order of their "at".
 type recorder struct {
 	mu   sync.Mutex
 	file *os.File
@@ -62,22 +63,38 @@ func openRecorder(path string) (*recorder, error) {
 	return &recorder{file: f}, nil
 }
 
-// record writes {"tool": tool, "args": args}; args nil is recorded as {}.
+// recordTimeFormat is RFC 3339 in UTC with all nine digits of nanoseconds,
+// so that lines also sort as text.
+const recordTimeFormat = "2006-01-02T15:04:05.000000000Z07:00"
+
+// recordLine is one line of the record file.
+type recordLine struct {
+	Tool string          `json:"tool"`
+	Args json.RawMessage `json:"args"`
+	At   string          `json:"at"` // when the line was written
+}
+
+// record writes {"tool": tool, "args": args, "at": now}; args nil is
+// recorded as {}.
 func (r *recorder) record(tool string, args json.RawMessage) error {
-	if len(args) == 0 || string(args) == "null" {
-		args = json.RawMessage("{}")
-	}
-	line, err := json.Marshal(struct {
-		Tool string          `json:"tool"`
-		Args json.RawMessage `json:"args"`
-	}{tool, args})
-	if err != nil {
-		return fmt.Errorf("recording a %s call: %w", tool, err)
+	return r.write(recordLine{Tool: tool, Args: args})
+}
+
+func (r *recorder) write(l recordLine) error {
+	if len(l.Args) == 0 || string(l.Args) == "null" {
+		l.Args = json.RawMessage("{}")
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// The time is taken under the lock, so that the file's order is the
+	// order of its times.
+	l.At = time.Now().UTC().Format(recordTimeFormat)
+	line, err := json.Marshal(l)
+	if err != nil {
+		return fmt.Errorf("recording a %s call: %w", l.Tool, err)
+	}
 	if _, err := r.file.Write(append(line, '\n')); err != nil {
-		return fmt.Errorf("recording a %s call: %w", tool, err)
+		return fmt.Errorf("recording a %s call: %w", l.Tool, err)
 	}
 	return nil
 }

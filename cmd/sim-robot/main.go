@@ -140,7 +140,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.lateTool, "late-tool", false, "add the tool calibrate 500ms after the client initializes")
 	fs.BoolVar(&cfg.secret, "secret", false, "put a fake AWS access key in get_scene's observation")
 	fs.StringVar(&cfg.inject, "inject", "", "append `text` (say, a prompt injection) to get_scene's observation, as if read from a label in the cell")
-	fs.StringVar(&cfg.record, "record", "", "append one JSON line {\"tool\",\"args\"} per call to `file`")
+	fs.StringVar(&cfg.record, "record", "", "append one JSON line {\"tool\",\"args\",\"at\"} per call to `file`")
 	fs.StringVar(&cfg.banner, "banner", "", "print `text` as a line on stdout before serving, as a driver that logs to the wrong stream would")
 	fs.IntVar(&cfg.bannerBytes, "banner-bytes", 0, "print a line of `n` bytes (x…) on stdout before serving, after -banner")
 	addScreeningFlags(fs, &cfg.screen)
