@@ -10,12 +10,13 @@ import (
 )
 
 // callStats counts what reached the robot, so tests can prove a call never
-// got here or that a cancellation did.
+// got here or that a cancellation or a stop did.
 type callStats struct {
 	mu        sync.Mutex
 	calls     map[string]int
 	total     int
 	cancelled int
+	stopped   int
 }
 
 func newCallStats() *callStats {
@@ -39,11 +40,24 @@ func (s *callStats) cancel() {
 	s.cancelled++
 }
 
-// snapshot returns a copy of the per-tool counts and the cancellation count.
-func (s *callStats) snapshot() (calls map[string]int, total, cancelled int) {
+// stop records that a stop ended n actions.
+func (s *callStats) stop(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return maps.Clone(s.calls), s.total, s.cancelled
+	s.stopped += n
+}
+
+// statsSnapshot is a copy of the counts.
+type statsSnapshot struct {
+	calls                     map[string]int
+	total, cancelled, stopped int
+}
+
+// snapshot returns a copy of the counts.
+func (s *callStats) snapshot() statsSnapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return statsSnapshot{calls: maps.Clone(s.calls), total: s.total, cancelled: s.cancelled, stopped: s.stopped}
 }
 
 // recorder appends one JSON line per call to a file that tests in other
@@ -72,12 +86,22 @@ type recordLine struct {
 	Tool string          `json:"tool"`
 	Args json.RawMessage `json:"args"`
 	At   string          `json:"at"` // when the line was written
+	// Interrupted is on stop lines only, an empty list when nothing moved.
+	Interrupted []interruption `json:"interrupted,omitzero"`
 }
 
 // record writes {"tool": tool, "args": args, "at": now}; args nil is
 // recorded as {}.
 func (r *recorder) record(tool string, args json.RawMessage) error {
 	return r.write(recordLine{Tool: tool, Args: args})
+}
+
+// recordStop writes the line of a stop call, which also says what it ended.
+func (r *recorder) recordStop(args json.RawMessage, ended []interruption) error {
+	if ended == nil {
+		ended = []interruption{}
+	}
+	return r.write(recordLine{Tool: "stop", Args: args, Interrupted: ended})
 }
 
 func (r *recorder) write(l recordLine) error {

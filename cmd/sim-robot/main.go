@@ -40,6 +40,10 @@ type config struct {
 	record         string
 	banner         string
 	bannerBytes    int
+	// travelTime is how long navigate_to takes (0: it arrives at once);
+	// brakeTime how long a cancelled one brakes before it stands still.
+	travelTime time.Duration
+	brakeTime  time.Duration
 
 	// screen plants text for the gateway's screening tests (screening.go).
 	screen screening
@@ -143,6 +147,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.record, "record", "", "append one JSON line {\"tool\",\"args\",\"at\"} per call to `file`")
 	fs.StringVar(&cfg.banner, "banner", "", "print `text` as a line on stdout before serving, as a driver that logs to the wrong stream would")
 	fs.IntVar(&cfg.bannerBytes, "banner-bytes", 0, "print a line of `n` bytes (x…) on stdout before serving, after -banner")
+	fs.DurationVar(&cfg.travelTime, "travel-time", 0, "navigate_to takes this `duration` to arrive, and can be cancelled or stopped on the way (0: it arrives at once)")
+	fs.DurationVar(&cfg.brakeTime, "brake-time", 500*time.Millisecond, "a navigate_to cancelled on the way brakes for this `duration` before it answers")
 	addScreeningFlags(fs, &cfg.screen)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -152,15 +158,20 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fmt.Fprintln(stderr, "sim-robot:", err)
 		return config{}, err
 	}
-	if cfg.bannerBytes < 0 {
-		err := errors.New("-banner-bytes must not be negative")
-		fmt.Fprintln(stderr, "sim-robot:", err)
-		return config{}, err
-	}
-	if cfg.crashAfter < 0 {
-		err := errors.New("-crash-after must not be negative")
-		fmt.Fprintln(stderr, "sim-robot:", err)
-		return config{}, err
+	for _, c := range []struct {
+		bad  bool
+		what string
+	}{
+		{cfg.bannerBytes < 0, "-banner-bytes"},
+		{cfg.crashAfter < 0, "-crash-after"},
+		{cfg.travelTime < 0, "-travel-time"},
+		{cfg.brakeTime < 0, "-brake-time"},
+	} {
+		if c.bad {
+			err := errors.New(c.what + " must not be negative")
+			fmt.Fprintln(stderr, "sim-robot:", err)
+			return config{}, err
+		}
 	}
 	return cfg, nil
 }

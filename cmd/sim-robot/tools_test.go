@@ -222,7 +222,7 @@ func TestToolDefinitions(t *testing.T) {
 			t.Errorf("%s: description %q lacks the -describe-suffix", tool.Name, tool.Description)
 		}
 	}
-	want := []string{"big_result", "fault", "get_scene", "navigate_to", "open_drawer", "pick_object", "place_object", "robot_stats", "wait"}
+	want := []string{"big_result", "fault", "get_scene", "navigate_to", "open_drawer", "pick_object", "place_object", "robot_stats", "stop", "wait"}
 	for _, name := range want {
 		if byName[name] == nil {
 			t.Fatalf("tool %s is missing from %v", name, res.Tools)
@@ -233,10 +233,13 @@ func TestToolDefinitions(t *testing.T) {
 			t.Errorf("%s is not annotated read-only", name)
 		}
 	}
-	for _, name := range []string{"navigate_to", "pick_object", "place_object", "open_drawer"} {
+	for _, name := range []string{"navigate_to", "pick_object", "place_object", "open_drawer", "stop"} {
 		if a := byName[name].Annotations; a == nil || a.ReadOnlyHint || a.DestructiveHint == nil || *a.DestructiveHint {
 			t.Errorf("%s: annotations %+v, want a non-destructive write", name, a)
 		}
+	}
+	if a := byName["stop"].Annotations; !a.IdempotentHint || a.Title == "" {
+		t.Errorf("stop: annotations %+v, want idempotent with a title", a)
 	}
 }
 
