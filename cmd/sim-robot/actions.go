@@ -119,6 +119,46 @@ func (a *actions) stopAll(halt func()) []interruption {
 	return ended
 }
 
+// cancelSettle bounds awaitCancellation's wait.
+const cancelSettle = 50 * time.Millisecond
+
+// awaitCancellation returns once an action that is running and not cancelled
+// now sees its call's cancellation, or after limit (for the cancellation of a
+// call that is no action, or no longer running). The SDK applies a
+// notifications/cancelled on a goroutine of its own, which may run only after
+// the next message is handled; waiting for it before the next message makes
+// the robot take its wire in order, so that a stop sent after a cancellation
+// always finds the cancelled navigate_to braking.
+func (a *actions) awaitCancellation(limit time.Duration) {
+	a.mu.Lock()
+	var live []*action
+	for _, x := range a.running {
+		if x.ctx.Err() == nil {
+			live = append(live, x)
+		}
+	}
+	a.mu.Unlock()
+	if len(live) == 0 {
+		return
+	}
+	landed := make(chan struct{}, 1)
+	for _, x := range live {
+		unwatch := context.AfterFunc(x.ctx, func() {
+			select {
+			case landed <- struct{}{}:
+			default:
+			}
+		})
+		defer unwatch()
+	}
+	timeout := time.NewTimer(limit)
+	defer timeout.Stop()
+	select {
+	case <-landed:
+	case <-timeout.C:
+	}
+}
+
 // ending is what ended a timed action.
 type ending int
 

@@ -52,6 +52,17 @@ func newServer(ctx context.Context, cfg config, world *World, rec *recorder, log
 		// Not the SDK's default {"logging":{}}: the robot logs to stderr only.
 		Capabilities: &mcp.ServerCapabilities{},
 	})
+	// A cancellation has reached the call it cancels before the robot
+	// handles the next message, so a stop behind it finds that call braking.
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			if method == "notifications/cancelled" {
+				r.actions.awaitCancellation(cancelSettle)
+			}
+			return res, err
+		}
+	})
 	if cfg.lateTool {
 		var once sync.Once
 		srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
