@@ -42,3 +42,10 @@ func classOf(ctx context.Context) class {
 	c, _ := ctx.Value(classKey{}).(class)
 	return c
 }
+
+// IsStop reports whether ctx's call is marked WithStop, for a dispatcher other than Upstream
+// that must treat the classes alike.
+func IsStop(ctx context.Context) bool { return classOf(ctx) == classStop }
+
+// IsInspection reports whether ctx's call is marked WithInspection.
+func IsInspection(ctx context.Context) bool { return classOf(ctx) == classInspection }
