@@ -48,6 +48,7 @@ var gatewayMetrics = map[string]gatewayMetric{
 	"mcp_gateway_protocol_refusals_total":        {labels: []string{"reason"}},
 	"mcp_gateway_policy_decisions_total":         {labels: []string{"rule", "effect", "mode"}},
 	"mcp_gateway_policy_rule_errors_total":       {labels: []string{"rule"}},
+	"mcp_gateway_policy_stop_ignored_total":      {labels: []string{"rule", "effect"}},
 	"mcp_gateway_approvals_pending":              {},
 	"mcp_gateway_guard_findings_total":           {labels: []string{"guard", "stage", "action", "mode"}},
 	"mcp_gateway_guard_errors_total":             {labels: []string{"guard", "stage", "fail_mode"}},
