@@ -88,7 +88,8 @@ func (a *Approvals) Unanswerable(how string) { a.unanswerable = how }
 // approved (and the approval consumed, so it runs once), otherwise the failure kind and reason.
 //
 // The request keeps the arguments as the call's audit record does (c.Redact: after the tool_call
-// guards and audit redaction) and a keyed digest of the arguments the call would run with.
+// guards and audit redaction; see shownArgs) and a keyed digest of the arguments the call would
+// run with.
 func (a *Approvals) Request(ctx context.Context, c *Call, rule, why string) (Kind, string) {
 	if a.unanswerable != "" {
 		about := rule
@@ -233,15 +234,26 @@ func (a *Approvals) digest(server, tool string, args json.RawMessage) string {
 	return a.store.DigestArgs(b.Bytes())
 }
 
-// shownArgs is what a request keeps of c's arguments: what the call's audit record keeps, by
-// the redactor of the config c runs under. A call that never passed an audit step (a chain
-// built in code without one) has no redact_keys to apply; its long values are still cut.
+// shownArgs is what a request keeps of c's arguments, by the redactor of the config c runs
+// under: what the call's audit record keeps (the tool_call guards' redactions, audit
+// redact_keys, long values cut). One exception, by design: arguments an escalating guard holds
+// are shown as they would run — the other guards' redactions applied, the flagged content not —
+// since the operator must see what the guard flagged to decide. A call that never passed an
+// audit step (a chain built in code without one) has no redact_keys to apply; its long values
+// are still cut.
 func shownArgs(ctx context.Context, c *Call) json.RawMessage {
 	r := c.Redact
 	if r == nil {
 		r = NewRedactor(nil)
 	}
-	return r.Redact(r.kept(ctx, c, c.Args))
+	if !c.ArgsWithheld {
+		return r.Redact(r.kept(ctx, c, c.Args))
+	}
+	args := c.Args
+	if !r.guards.Empty() {
+		_, args = r.guards.CheckJSON(ctx, c.Tool.Server, c.Name, c.Args)
+	}
+	return r.Redact(args)
 }
 
 func canonicalJSON(b json.RawMessage) []byte {

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/guards"
 	"github.com/mcp-gateway/mcp-gateway/policies"
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
@@ -226,24 +227,43 @@ func TestApprovalShowsRedactedArgsAndDigestsTheRealOnes(t *testing.T) {
 	}
 }
 
-// Arguments a guard escalated stay withheld in the request, as in the audit record.
-func TestApprovalOfEscalatedArgsWithholdsThem(t *testing.T) {
+// Arguments a guard escalated are shown as they would run: what the escalating guard flagged
+// (the operator decides on it), with the other guards' redactions and redact_keys applied.
+func TestApprovalOfEscalatedArgsShowsWhatTheGuardFlagged(t *testing.T) {
 	st := openStore(t)
+	set, err := guards.Build(guards.StageToolCall, []guards.Spec{
+		{ID: "pii", Use: "pii.regex", Action: guards.ActionEscalate},
+		{ID: "secrets", Use: "secrets.scan", Action: guards.ActionRedact},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	n := &recordingNotifier{sent: make(chan string, 1)}
 	a := NewApprovals(st, st.Audit(), n, 10*time.Second, quiet)
-	c := approvalCall()
-	c.Redact = NewRedactor(nil)
-	c.ArgsScreened, c.ArgsWithheld = true, true
+	srv := &fakeServer{do: func(context.Context, string, json.RawMessage) (*mcp.CallToolResult, error) { return ok("done") }}
+	tools := catalog{"arm__pick": {Public: "arm__pick", Server: "arm", Upstream: "pick", ServerConfig: &config.Server{Name: "arm", CallTimeoutSec: 1}, Dispatcher: srv}}
+	redact := NewAuditRedactor(config.Audit{RedactKeys: []string{"pin"}}).WithGuards(set)
+	h := Chain(Dispatch(), Audit(st, redact, quiet), Resolve(tools), GuardCall(set, &Guarding{Approvals: a}))
+	const key = "AKIAIOSFODNN7EXAMPLE"
+	args := `{"note":"mail ops@example.com","key":"` + key + `","pin":"4711"}`
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan Kind)
-	go func() { k, _ := a.Request(ctx, c, "guard", "pii.regex found an e-mail address"); done <- k }()
+	done := make(chan *Outcome)
+	go func() {
+		done <- h.Handle(ctx, &Call{ID: "c9", Name: "arm__pick", Args: json.RawMessage(args), Principal: "planner", Start: time.Now()})
+	}()
 	<-n.sent
 	pending, _ := a.Pending()
-	if len(pending) != 1 || string(pending[0].Args) != WithheldArgs {
-		t.Fatalf("pending = %+v, want the arguments withheld", pending)
+	if len(pending) != 1 {
+		t.Fatalf("pending = %+v", pending)
+	}
+	shown := string(pending[0].Args)
+	if !strings.Contains(shown, "ops@example.com") || strings.Contains(shown, key) || strings.Contains(shown, "4711") || !strings.Contains(shown, Redacted) {
+		t.Errorf("shown arguments = %s", shown)
 	}
 	cancel()
-	<-done
+	if out := <-done; out.Kind != KindCancelled || srv.calls != 0 {
+		t.Fatalf("cancelled call: %+v", out)
+	}
 }
 
 // With nobody to answer, a call that needs approval is refused at once, saying how to enable

@@ -47,10 +47,12 @@ type Approval struct {
 	Expires time.Time
 	// State is one of the Approval* constants. A pending request read after Expires is reported
 	// as expired.
-	State          string
-	DecidedBy      string
-	DecisionReason string
-	Decided        time.Time
+	State string
+	// DecidedBy, DecisionReason and Decided are the operator's answer: who, why and when; empty
+	// while the request is pending or once it expired unanswered.
+	DecidedBy      string    `json:",omitempty"`
+	DecisionReason string    `json:",omitempty"`
+	Decided        time.Time `json:",omitzero"`
 }
 
 // ApprovalStore keeps approval requests. Every state change is one bbolt transaction, so only
