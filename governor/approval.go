@@ -96,8 +96,12 @@ func (a *Approvals) Request(ctx context.Context, c *Call, rule, why string) (Kin
 		if why != "" {
 			about += ": " + why
 		}
-		return KindApprovalDenied, fmt.Sprintf("the call to %s needs an operator's approval (rule %s), and no operator can answer one here: %s. The call was not run.",
-			c.Name, about, a.unanswerable)
+		what := "the call to " + c.Name
+		if c.Dispatched {
+			what = "the result of " + c.Name
+		}
+		return KindApprovalDenied, fmt.Sprintf("%s needs an operator's approval (rule %s), and no operator can answer one here: %s. %s",
+			what, about, a.unanswerable, heldOutcome(c))
 	}
 	id, err := newApprovalID()
 	if err != nil {
@@ -124,7 +128,7 @@ func (a *Approvals) Request(ctx context.Context, c *Call, rule, why string) (Kin
 		a.mu.Unlock()
 	}()
 	if err := a.store.PutApproval(req); err != nil {
-		return KindApprovalDenied, fmt.Sprintf("the approval request for %s could not be stored (%v); the call was not run", c.Name, err)
+		return KindApprovalDenied, fmt.Sprintf("the approval request for %s could not be stored (%v). %s", c.Name, err, heldOutcome(c))
 	}
 	// The announcement goes out even if the caller leaves meanwhile, but never outlives the
 	// request it announces.
@@ -140,16 +144,16 @@ func (a *Approvals) Request(ctx context.Context, c *Call, rule, why string) (Kin
 	case <-wait:
 	case <-timer.C:
 		return KindApprovalExpired, fmt.Sprintf(
-			"nobody approved the call to %s (approval %s, rule %s) within %s, so it was not run. Ask the operator, or try a call that needs no approval.",
-			c.Name, id, rule, a.timeout)
+			"nobody approved the call to %s (approval %s, rule %s) within %s. %s Ask the operator, or try a call that needs no approval.",
+			c.Name, id, rule, a.timeout, heldOutcome(c))
 	case <-ctx.Done():
 		// Nobody waits for the result any more: make sure a late approval cannot run it.
 		_, _ = a.store.DecideApproval(id, store.ApprovalDenied, "gateway", "the caller cancelled the call while it waited for approval", a.now())
-		return KindCancelled, fmt.Sprintf("the call to %s was cancelled while it waited for approval %s; it was not run", c.Name, id)
+		return KindCancelled, fmt.Sprintf("the call to %s was cancelled while it waited for approval %s. %s", c.Name, id, heldOutcome(c))
 	}
 	got, _, err := a.store.GetApproval(id)
 	if err != nil {
-		return KindApprovalDenied, fmt.Sprintf("approval %s could not be read (%v); the call was not run", id, err)
+		return KindApprovalDenied, fmt.Sprintf("approval %s could not be read (%v). %s", id, err, heldOutcome(c))
 	}
 	if got.State == store.ApprovalDenied {
 		reason := fmt.Sprintf("operator %s denied the call to %s (approval %s, rule %s)", got.DecidedBy, c.Name, id, rule)
@@ -159,9 +163,19 @@ func (a *Approvals) Request(ctx context.Context, c *Call, rule, why string) (Kin
 		return KindApprovalDenied, reason + ". Do not retry it unchanged."
 	}
 	if _, err := a.store.ConsumeApproval(id); err != nil {
-		return KindApprovalDenied, fmt.Sprintf("approval %s cannot be used (%v); the call was not run", id, err)
+		return KindApprovalDenied, fmt.Sprintf("approval %s cannot be used (%v). %s", id, err, heldOutcome(c))
 	}
 	return "", ""
+}
+
+// heldOutcome says what became of a held call that was not released: one held before dispatch
+// did not run; a result a tool_result guard escalated is withheld, and the call itself ran, so
+// the model must not repeat a physical action to see it.
+func heldOutcome(c *Call) string {
+	if c.Dispatched {
+		return "The call itself ran and its result is withheld; do not repeat it to see the result."
+	}
+	return "The call was not run."
 }
 
 // notifyFailed records that the channel did not deliver req: logged, counted by channel and

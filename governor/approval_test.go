@@ -286,6 +286,13 @@ func TestApprovalWithoutAnApproverIsRefusedAtOnce(t *testing.T) {
 	if all, _ := st.ListApprovals(""); len(all) != 0 || len(n.ids) != 0 {
 		t.Errorf("stored %v, announced %v", all, n.ids)
 	}
+	// A result a tool_result guard escalated is withheld: the call ran, and the reason says so.
+	ran := approvalCall()
+	ran.Dispatched = true
+	if k, reason := a.Request(context.Background(), ran, "guard", "injection found"); k != KindApprovalDenied ||
+		strings.Contains(reason, "not run") || !strings.Contains(reason, "the result of arm__pick needs") || !strings.Contains(reason, "The call itself ran") {
+		t.Errorf("held result: %q %s", k, reason)
+	}
 }
 
 // A channel that fails is logged, audited with the channel and the error, and counted; the
