@@ -44,6 +44,10 @@ type Options struct {
 	Policies *policies.Engine
 	// Guards are the compiled guardrails (BuildGuards); nil means none.
 	Guards *GuardSets
+	// NoApprover, when set, says that no operator can answer an approval here (nothing serves
+	// this gateway's admin API) and how to enable approvals: a call that needs one is refused
+	// at once with it rather than left to expire.
+	NoApprover string
 }
 
 // Gateway is one running gateway: its upstreams, its catalog, its call chain and its MCP server.
@@ -126,6 +130,12 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		}
 		g.notifier = newLiveNotifier(notifier)
 		g.approvals = governor.NewApprovals(opts.Store, opts.Store.Audit(), g.notifier, time.Duration(cfg.Approvals.Timeout), logger)
+		if opts.Registry != nil {
+			g.approvals.RegisterMetrics(opts.Registry)
+		}
+		if opts.NoApprover != "" {
+			g.approvals.Unanswerable(opts.NoApprover)
+		}
 	}
 
 	upOpts := upstream.Options{
