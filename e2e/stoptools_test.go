@@ -11,10 +11,9 @@ import (
 )
 
 // stopToolsConfig has two physical servers under a global lockout: arm's calls time out after
-// 1s, which locks robot out too. On robot, open_drawer stands in for a stop tool (any tool the
-// override names is one); get_scene stays callable while locked, and allow_while_locked on
+// 1s, which locks robot out too. On robot, the simulated robot's stop tool is the stop tool; get_scene stays callable while locked, and allow_while_locked on
 // pick_object, which is not read-only, is refused when the gateway lists it. The rule asks an
-// operator for open_drawer, which a stop tool ignores.
+// operator for stop, which a stop tool ignores.
 const stopToolsConfig = `
 gateway:
   listen: "{{listen}}"
@@ -27,7 +26,7 @@ servers:
     queue_size: 4
     tools:
       overrides:
-        open_drawer: {stop: true}
+        stop: {stop: true}
         get_scene: {allow_while_locked: true}
         pick_object: {allow_while_locked: true}
   - name: arm
@@ -39,7 +38,7 @@ policies:
   rules:
     - id: drawer-needs-a-person
       effect: require_approval
-      when: 'upstream_tool in ["open_drawer", "place_object"]'
+      when: 'upstream_tool in ["stop", "place_object"]'
       reason: "a person must watch the drawer"
 `
 
@@ -85,6 +84,13 @@ func (a *asyncCall) wait(t *testing.T, what string) (*mcp.CallToolResult, map[st
 	return a.res, env
 }
 
+// lastRecordLine is the robot's last -record line.
+func lastRecordLine(t *testing.T, path string) string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(readFile(t, path)), "\n")
+	return lines[len(lines)-1]
+}
+
 // recordedTools is the tools the robot recorded, in order.
 func recordedTools(t *testing.T, path string) []string {
 	t.Helper()
@@ -105,7 +111,7 @@ func TestStopAndInspectionToolsWhileLockedOut(t *testing.T) {
 	cs := connectHTTP(t, addr, nil)
 
 	// The stop tool is listed like any tool: models and clients can call it.
-	if tools := toolNames(t, cs); tools["robot__open_drawer"] == nil || tools["robot__get_scene"] == nil {
+	if tools := toolNames(t, cs); tools["robot__stop"] == nil || tools["robot__get_scene"] == nil {
 		t.Fatalf("the stop and inspection tools must be listed: %v", tools)
 	}
 	if !strings.Contains(gw.stderr.String(), "tools.overrides.pick_object.allow_while_locked is refused") {
@@ -133,32 +139,33 @@ func TestStopAndInspectionToolsWhileLockedOut(t *testing.T) {
 		t.Fatalf("status must show arm's lockout: %+v", st)
 	}
 
-	// The stop tool answers while robot is locked out, the wait still runs and the queued call
-	// still waits: it did not wait for its turn, nor for the operator its rule asks for.
+	// The stop tool answers while robot is locked out and the wait still runs: it did not wait
+	// for its turn, nor for the operator its rule asks for. The robot is the witness: its record
+	// of the stop says the wait was running when the stop arrived.
 	start := time.Now()
-	res, env := call(t, cs, "robot__open_drawer", map[string]any{})
+	res, env := call(t, cs, "robot__stop", map[string]any{})
 	took := time.Since(start)
 	if res.IsError || env["success"] != true {
 		t.Fatalf("the stop tool while locked out: %s", mustJSON(res))
 	}
-	if took > 5*time.Second || !long.running() || !queued.running() {
-		t.Fatalf("the stop tool took %s; wait still running %v, queued call still waiting %v: it must jump the queue", took, long.running(), queued.running())
+	if took > 5*time.Second {
+		t.Fatalf("the stop tool took %s: it must jump the queue", took)
 	}
-	if got := strings.Join(recordedTools(t, record), ","); !strings.HasSuffix(got, "navigate_to,wait,open_drawer") {
+	if got := strings.Join(recordedTools(t, record), ","); !strings.HasSuffix(got, "navigate_to,wait,stop") {
 		t.Errorf("the robot's calls: %s; want the stop tool's right after the wait, the queued call not yet", got)
 	}
+	if line := lastRecordLine(t, record); !strings.Contains(line, `"interrupted":[{"tool":"wait","state":"running"}]`) {
+		t.Errorf("the robot's record of the stop: %s; want it to have interrupted the running wait", line)
+	}
 
-	// The wait is cancelled; the queued call's turn comes and it is refused, never sent.
-	long.cancel()
-	select {
-	case <-long.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the cancelled wait did not return")
+	// The stop ended the wait at once; the queued call's turn comes and it is refused, never sent.
+	if res, env := long.wait(t, "the stopped wait"); !res.IsError || !strings.Contains(mustJSON(env), "stopped") {
+		t.Errorf("the wait after the stop: %s", mustJSON(res))
 	}
 	if res, env := queued.wait(t, "the queued call"); !res.IsError || env["kind"] != "mcp_execution_status_unknown" || !strings.Contains(env["reason"].(string), "locked out") {
 		t.Errorf("the queued call after the lockout: %s", mustJSON(res))
 	}
-	if got := recordedTools(t, record); got[len(got)-1] != "open_drawer" {
+	if got := recordedTools(t, record); got[len(got)-1] != "stop" {
 		t.Errorf("the queued call reached the robot while it was locked out: %v", got)
 	}
 
@@ -179,7 +186,7 @@ func TestStopAndInspectionToolsWhileLockedOut(t *testing.T) {
 
 	// Audited as every call: the stop call with the rule it ignored and the lockout it passed.
 	recs := auditJSONL(t, "-c", cfg)
-	stop := findRecord(recs, func(r auditRecord) bool { return r.Type == "call" && r.Tool == "robot__open_drawer" })
+	stop := findRecord(recs, func(r auditRecord) bool { return r.Type == "call" && r.Tool == "robot__stop" })
 	switch {
 	case stop == nil:
 		t.Fatalf("no audit record of the stop call:\n%s", mustJSON(recs))
@@ -193,7 +200,7 @@ func TestStopAndInspectionToolsWhileLockedOut(t *testing.T) {
 	if !strings.Contains(gw.stderr.String(), "policy decision ignored") {
 		t.Errorf("the ignored require_approval is not logged:\n%s", gw.stderr.String())
 	}
-	if out, _ := cliOK(t, "approvals", "list", "-c", cfg); strings.Contains(out, "open_drawer") {
+	if out, _ := cliOK(t, "approvals", "list", "-c", cfg); strings.Contains(out, "robot__stop") {
 		t.Errorf("the stop tool was held for approval:\n%s", out)
 	}
 }
