@@ -23,6 +23,11 @@ type ToolStatus struct {
 	AllowWhileLocked bool `json:"allow_while_locked"`
 	Hidden           bool `json:"hidden"`
 	Quarantined      bool `json:"quarantined"`
+	Evaluated        bool `json:"evaluated"`
+	Passthrough      bool `json:"passthrough"`
+	// Definition is the tool as MCP clients see it in tools/list (renamed, overrides applied);
+	// null for a hidden tool, which is never listed.
+	Definition *mcp.Tool `json:"definition"`
 }
 
 // ToolStatuses reports every tool the catalog resolves, hidden and quarantined ones included,
@@ -36,6 +41,7 @@ func ToolStatuses(cat *Catalog) []ToolStatus {
 		s := ToolStatus{
 			Public: t.Public, Server: t.Server, Upstream: t.Upstream, Physical: t.Physical(),
 			Stop: t.Stop, AllowWhileLocked: t.AllowWhileLocked, Hidden: t.Hidden, Quarantined: t.Quarantine != "",
+			Evaluated: t.Evaluated, Passthrough: t.Passthrough(), Definition: t.Definition,
 		}
 		if t.UpstreamDefinition != nil {
 			s.Annotations = t.UpstreamDefinition.Annotations
