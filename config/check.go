@@ -265,6 +265,7 @@ func (d *decoder) checkServer(cfg *Config, i int, dir string, seen map[string]in
 // dir, the directory of the file, so the server starts the same wherever the gateway is run from.
 func (d *decoder) checkCommand(s *Server, src *source, loc location, dir string) {
 	if src.valid("command") {
+		s.CommandLine = src.valueLine("command")
 		if strings.TrimSpace(s.Command) == "" {
 			d.errorf(src.valueLine("command"), loc.field("command"), "is empty; name the executable of the server")
 		} else if strings.ContainsRune(s.Command, '/') || strings.ContainsRune(s.Command, filepath.Separator) {

@@ -108,6 +108,8 @@ type Server struct {
 
 	// Line is the line of this server's entry in the file, for messages.
 	Line int `yaml:"-" json:"-"`
+	// CommandLine is the line of command's value, for messages about the executable.
+	CommandLine int `yaml:"-" json:"-"`
 }
 
 // Tools filters and adjusts a server's tools.

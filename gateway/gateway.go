@@ -239,6 +239,19 @@ func (g *Gateway) buildChain(cfg *config.Config, engine *policies.Engine, sets *
 // expose the same tool under bare naming, and, with RequireAll, when an upstream did not start.
 // Otherwise servers that did not start are logged and retried in the background.
 func (g *Gateway) Start(ctx context.Context) error {
+	if g.opts.RequireAll {
+		// A command that does not exist will not appear while the startup timeout runs out:
+		// fail now, naming it, instead of retrying it.
+		var missing []string
+		for _, s := range g.cfg.Servers {
+			if err := upstream.CheckCommand(s); err != nil {
+				missing = append(missing, fmt.Sprintf("%s:%d: %v", g.cfg.Path, s.CommandLine, err))
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("--require-all: no server was started, because %s", strings.Join(missing, "; "))
+		}
+	}
 	if err := g.ups.Start(ctx); err != nil {
 		if g.opts.RequireAll {
 			return err
