@@ -82,9 +82,11 @@ func (g *Gateway) mcpHandler() http.Handler {
 }
 
 // statefulHandler is the SDK's stateful handler, its sessions capped at gateway.max_sessions
-// (sessionlimits.go).
+// and ended when idle (sessionlimits.go), counted in mcp_gateway_http_sessions.
 func (g *Gateway) statefulHandler() http.Handler {
-	return g.limitSessions(g.maxSessions(), g.streamable(false))
+	g.sessionMetrics()
+	idle := newIdleSessions(g.sessionIdleTimeout(), g.endSession)
+	return g.limitSessions(g.maxSessions(), idle.track(g.streamable(false)))
 }
 
 // streamable is one of the SDK's streamable HTTP handlers over the gateway's MCP server.
@@ -101,8 +103,8 @@ func (g *Gateway) streamable(stateless bool) http.Handler {
 		// Stateless: no Mcp-Session-Id; each request is served by a session of its own, so
 		// server-to-client requests are carried only as input requests in results.
 		Stateless: stateless,
-		// A session that sends nothing for this long is closed (sessionlimits.go).
-		SessionTimeout: g.sessionIdleTimeout(),
+		// No SessionTimeout: the SDK's counts POSTs only and would end the session of a client
+		// that listens on its GET stream; idleSessions ends idle sessions instead.
 	})
 }
 
