@@ -72,7 +72,7 @@ const keepalivePrefix = "mcp-gateway-connect-keepalive-"
 // the Mcp-Method, Mcp-Name and Mcp-Param-* headers.
 const version20260728 = "2026-07-28"
 
-func runConnect(ctx context.Context, args []string, _, stderr io.Writer) error {
+func runConnect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("connect", "connect URL [--token-env NAME] [--keepalive DURATION]", stderr)
 	tokenEnv := fs.String("token-env", defaultTokenEnv, "environment `variable` holding the bearer token when the gateway's auth.tokens needs one")
 	keepalive := fs.Duration("keepalive", time.Minute, "ping the gateway this often, so that it keeps the session open (keep it below gateway.session_idle_timeout); 0 for never")
@@ -105,7 +105,7 @@ func runConnect(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return fmt.Errorf("--token-env names %s, which is not set or empty: set it to a bearer token from the gateway's auth.tokens", *tokenEnv)
 	}
 	b := newBridge(endpoint, token, *tokenEnv, *keepalive, stderr)
-	return b.serve(ctx, os.Stdin, os.Stdout)
+	return b.serve(ctx, os.Stdin, stdout)
 }
 
 // endpointURL checks the URL connect is given. One without a path gets /mcp, where the gateway
@@ -236,9 +236,9 @@ func (b *bridge) readLines(in io.Reader, lines chan<- []byte) error {
 			b.answerLocal(nil, codeInvalidRequest, fmt.Sprintf("Invalid Request: a line longer than %d bytes", maxMessage))
 			continue
 		}
-		if len(bytes.TrimSpace(line)) > 0 {
+		if line = bytes.TrimSpace(line); len(line) > 0 {
 			select {
-			case lines <- bytes.TrimSpace(line):
+			case lines <- line:
 			case <-b.ctx.Done():
 				return nil
 			}
