@@ -159,6 +159,8 @@ func TestConnectInspectorListsAndCalls(t *testing.T) {
 			if called["isError"] == true || env["success"] != true || env["observation"] != "waited 0.2s" {
 				t.Fatalf("tools/call through connect: %s", mustJSON(called))
 			}
+			// The Inspector and each connect it launched have ended.
+			waitNoProcesses(t, url, 10*time.Second)
 		})
 	}
 }
@@ -293,6 +295,8 @@ func TestConnectSamplingAndElicitation(t *testing.T) {
 // TestConnectGatewayGoneMidCall: the gateway is killed while a call runs; the client gets an
 // error for it at once, and connect exits 1 saying why on stderr.
 func TestConnectGatewayGoneMidCall(t *testing.T) {
+	// Registered first, so it runs last: the robot of the killed gateway is gone too.
+	t.Cleanup(func() { waitNoProcesses(t, marker(t), 15*time.Second) })
 	gw, url := startConnectGateway(t, "")
 	cmd := connectCmd(url, ideToken)
 	stderr := &syncBuffer{}
