@@ -37,8 +37,8 @@ auth:
 
 const ideToken = "e2e-ide-token-3d9b27f10ce4"
 
-// startConnectGateway starts a gateway of connectRobot; mode is "" (the default, stateful HTTP)
-// or "http_mode: stateless".
+// startConnectGateway starts a gateway of connectRobot; mode is "" (the default, http_mode auto)
+// or a line forcing one mode, such as "http_mode: stateless".
 func startConnectGateway(t *testing.T, mode string) (*gatewayProc, string) {
 	t.Helper()
 	t.Setenv("E2E_IDE_TOKEN", ideToken)
@@ -89,12 +89,12 @@ func connectVia(t *testing.T, url string, opts *mcp.ClientOptions, version strin
 	return cs, stderr
 }
 
-// The revisions a client through connect is tested at: 2025-11-25 on the default (stateful)
-// HTTP mode, where the gateway sends requests and notifications on the session's streams, and
-// 2026-07-28 on stateless HTTP, where every request carries its version and headers.
+// The revisions a client through connect is tested at, both on the default config (http_mode
+// auto): 2025-11-25, with a session on whose streams the gateway sends requests and
+// notifications, and 2026-07-28, where every request carries its version and headers.
 var connectRevisions = []struct{ name, mode, version string }{
 	{"2025-11-25", "", "2025-11-25"},
-	{"2026-07-28", "http_mode: stateless", ""},
+	{"2026-07-28", "", ""},
 }
 
 // inspectorCLI is the MCP Inspector's CLI and the Node 22 it needs, from e2e/inspector.
@@ -117,7 +117,7 @@ func TestConnectInspectorListsAndCalls(t *testing.T) {
 	node, cli := inspectorCLI(t)
 	for _, rev := range []struct{ name, mode, era string }{
 		{"legacy", "", "legacy"},
-		{"modern", "http_mode: stateless", "modern"},
+		{"modern", "", "modern"}, // the era the default config refused before http_mode auto
 	} {
 		t.Run(rev.name, func(t *testing.T) {
 			_, url := startConnectGateway(t, rev.mode)
