@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
@@ -63,8 +64,8 @@ func lockoutReason(server string, l store.Lockout) string {
 
 // operatorMust says what has to happen before physical actions resume.
 func operatorMust(server string) string {
-	return fmt.Sprintf("An operator must inspect the robot and then reset the lockout with `mcp-gateway unlock %s --reason \"...\"`. "+
-		"Do not retry physical actions until then; tools of non-physical servers still work.", server)
+	return fmt.Sprintf("An operator must inspect the robot and then reset the lockout with `%s`. "+
+		"Do not retry physical actions until then; tools of non-physical servers still work.", pastable.Command("unlock", server, "--reason", "what was inspected"))
 }
 
 // CheckLockout is step 2: a call to a physical server is refused with

@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
 )
 
 // command is one subcommand.
@@ -63,6 +64,8 @@ func main() {
 		// the results in flight (docs/design.md, "Bounded results"). GOMEMLIMIT still wins.
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
+	// Commands printed for a person name the binary as it was invoked (internal/pastable).
+	pastable.SetBinary(os.Args[0])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
@@ -130,5 +133,6 @@ func loadConfig(fs *flag.FlagSet, path string, stderr io.Writer) (*config.Config
 		fmt.Fprintln(stderr, err)
 		return nil, exitError{1}
 	}
+	pastable.SetConfig(cfg.Path)
 	return cfg, nil
 }
