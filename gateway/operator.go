@@ -191,7 +191,7 @@ func (g *Gateway) Halt(ctx context.Context, operator, reason string) (HaltReport
 	stops := make([]*stopCall, len(rep.Servers))
 	for i, s := range rep.Servers {
 		if t := stopTool(cat, s.Server); t != nil {
-			stops[i] = g.callStop(ctx, t, operator, reason)
+			stops[i] = g.callStop(t, operator, reason)
 		}
 	}
 
@@ -356,10 +356,11 @@ type stopCall struct {
 }
 
 // callStop sends the stop tool through the governed chain as the operator: audited, guarded and
-// judged as every call. The halt's context ending (its HTTP client gone) does not cancel it.
-func (g *Gateway) callStop(ctx context.Context, t *governor.Tool, operator, reason string) *stopCall {
+// judged as every call. It does not run in the halt request's context, whose end (its HTTP
+// client gone) must not cancel a stop.
+func (g *Gateway) callStop(t *governor.Tool, operator, reason string) *stopCall {
 	sc := &stopCall{tool: t.Public, id: g.callPrefix + strconv.FormatUint(g.callSeq.Add(1), 10), start: time.Now(), done: make(chan struct{})}
-	ctx = context.WithValue(context.WithoutCancel(ctx), dispatchKey{}, func(at time.Time) { sc.sent.Store(at.UnixNano()) })
+	ctx := context.WithValue(context.Background(), dispatchKey{}, func(at time.Time) { sc.sent.Store(at.UnixNano()) })
 	c := &governor.Call{
 		ID: sc.id, Name: t.Public, Args: json.RawMessage("{}"),
 		Principal: operator, Roles: []string{config.RoleAdmin}, Start: sc.start,
