@@ -170,7 +170,7 @@ func (g *Gateway) physicalStatus(now time.Time) []PhysicalStatus {
 				})
 			}
 		}
-		if t := stopTool(cat, server); t != nil {
+		if t := stopToolOf(cat, server); t != nil {
 			ps.StopTool = t.Public
 		}
 		for name, t := range cat.byName {

@@ -190,7 +190,7 @@ func (g *Gateway) Halt(ctx context.Context, operator, reason string) (HaltReport
 	cat := g.Catalog()
 	stops := make([]*stopCall, len(rep.Servers))
 	for i, s := range rep.Servers {
-		if t := stopTool(cat, s.Server); t != nil {
+		if t := stopToolOf(cat, s.Server); t != nil {
 			stops[i] = g.callStop(t, operator, reason)
 		}
 	}
@@ -333,8 +333,8 @@ func cancelledOutcome(out *governor.Outcome) string {
 	}
 }
 
-// stopTool is the server's stop tool in the catalog, nil when it has none.
-func stopTool(cat *Catalog, server string) *governor.Tool {
+// stopToolOf is the server's stop tool in the catalog, nil when it has none.
+func stopToolOf(cat *Catalog, server string) *governor.Tool {
 	var found *governor.Tool
 	for _, t := range cat.byName {
 		if t.Server == server && t.Stop && (found == nil || t.Public < found.Public) {
