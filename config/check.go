@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/mcp-gateway/mcp-gateway/internal/suggest"
 )
@@ -264,6 +265,7 @@ func (d *decoder) checkServer(cfg *Config, i int, dir string, seen map[string]in
 // dir, the directory of the file, so the server starts the same wherever the gateway is run from.
 func (d *decoder) checkCommand(s *Server, src *source, loc location, dir string) {
 	if src.valid("command") {
+		s.CommandLine = src.valueLine("command")
 		if strings.TrimSpace(s.Command) == "" {
 			d.errorf(src.valueLine("command"), loc.field("command"), "is empty; name the executable of the server")
 		} else if strings.ContainsRune(s.Command, '/') || strings.ContainsRune(s.Command, filepath.Separator) {
@@ -364,7 +366,87 @@ func (d *decoder) checkTools(s *Server, loc location) {
 			o.Line = overrides.keys[name].line
 			s.Tools.Overrides[name] = o
 		}
+		d.checkStopTools(s, overrides, loc.field("overrides"))
 	}
+}
+
+// checkStopTools checks the overrides that mark a stop tool. A stop tool is the action that
+// stops the robot, called by models, clients and mcp-gateway halt while the server is locked
+// out: so only a physical server has one, at most one, and it must be served (neither hidden
+// nor filtered out). allow_while_locked on a server that is not physical is left alone: such a
+// server is never locked out, so it changes nothing.
+func (d *decoder) checkStopTools(s *Server, overrides *source, loc location) {
+	names := make([]string, 0, len(s.Tools.Overrides))
+	for name := range s.Tools.Overrides {
+		names = append(names, name)
+	}
+	slices.SortFunc(names, func(a, b string) int { return s.Tools.Overrides[a].Line - s.Tools.Overrides[b].Line })
+	first := ""
+	for _, name := range names {
+		o := s.Tools.Overrides[name]
+		if !o.Stop || name == "" {
+			continue
+		}
+		at := d.keyLine(overrides.keys[name].value, "stop", o.Line)
+		where := loc.field(name).field("stop")
+		if !s.Physical {
+			d.errorf(at, where, "only a physical server (physical: true) has a stop tool: it is the action that stops the robot while the server is locked out or halted; remove it, or mark the server physical")
+			continue
+		}
+		if o.AllowWhileLocked {
+			d.errorf(d.keyLine(overrides.keys[name].value, "allow_while_locked", o.Line), loc.field(name).field("allow_while_locked"),
+				"cannot be set on the stop tool, which is always callable, also during a lockout; remove allow_while_locked")
+		}
+		if why := unservedBy(&s.Tools, name, d.src[&s.Tools.Hidden], d.src[&s.Tools.Include], d.src[&s.Tools.Exclude]); why != "" {
+			d.errorf(at, where, "the stop tool must reach the robot from a model or an MCP client too, but %s", why)
+		}
+		if first != "" {
+			d.errorf(at, where, "a server has one stop tool, and tools.overrides.%s (line %d) is already this server's; remove one of them", first, s.Tools.Overrides[first].Line)
+			continue
+		}
+		first = name
+	}
+}
+
+// unservedBy says which filter keeps tool name from models and clients ("" when none does):
+// tools.hidden, or include and exclude. hidden, include and exclude are where those lists were
+// written (nil when they were not).
+func unservedBy(t *Tools, name string, hidden, include, exclude *source) string {
+	for i, p := range t.Hidden {
+		if ok, _ := path.Match(p, name); ok {
+			return fmt.Sprintf("tools.hidden[%d] (line %d) hides it", i, hidden.itemLine(i, 0))
+		}
+	}
+	for i, p := range t.Exclude {
+		if ok, _ := path.Match(p, name); ok {
+			return fmt.Sprintf("tools.exclude[%d] (line %d) leaves it out", i, exclude.itemLine(i, 0))
+		}
+	}
+	for _, p := range t.Include {
+		if ok, _ := path.Match(p, name); ok {
+			return ""
+		}
+	}
+	line := 0
+	if include != nil {
+		line = include.line
+	}
+	return fmt.Sprintf("no pattern of tools.include (line %d) lists it", line)
+}
+
+// keyLine is the line of key in the mapping n as written (an override), or fallback when it is
+// not written there (it came through a << merge).
+func (d *decoder) keyLine(n *yaml.Node, key string, fallback int) int {
+	n = d.resolve(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return fallback
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := d.resolve(n.Content[i]); k != nil && k.Kind == yaml.ScalarNode && k.Value == key {
+			return k.Line
+		}
+	}
+	return fallback
 }
 
 // globs checks include or exclude patterns, which use path.Match syntax.

@@ -108,6 +108,8 @@ type Server struct {
 
 	// Line is the line of this server's entry in the file, for messages.
 	Line int `yaml:"-" json:"-"`
+	// CommandLine is the line of command's value, for messages about the executable.
+	CommandLine int `yaml:"-" json:"-"`
 }
 
 // Tools filters and adjusts a server's tools.
@@ -284,10 +286,20 @@ type Approvals struct {
 type Webhook struct {
 	URL        string            `yaml:"url" json:"url,omitempty" jsonschema:"description=http(s) URL receiving a JSON POST per pending request."`
 	HeadersEnv map[string]string `yaml:"headers_env" json:"headers_env,omitempty" jsonschema:"description=HTTP header name to the environment variable holding its value."`
+	// Timeout bounds one POST: a webhook that does not answer within it has failed, which is
+	// audited and counted; the request stays pending.
+	Timeout Duration `yaml:"timeout" json:"timeout,omitempty" jsonschema:"type=string,description=How long one POST may take such as 10s; a webhook that does not answer in time has failed (default 10s; at most 1m)."`
 }
 
 // DefaultApprovalTimeout is how long a call waits for an approval by default.
 const DefaultApprovalTimeout = 5 * time.Minute
+
+// DefaultWebhookTimeout and MaxWebhookTimeout bound one POST of the approval webhook. A channel
+// slower than a minute is broken, and the request it announces waits meanwhile.
+const (
+	DefaultWebhookTimeout = 10 * time.Second
+	MaxWebhookTimeout     = time.Minute
+)
 
 // Defaults and bounds of the audit section. A gigabyte of records is about 1.7 million typical
 // calls (docs/benchmarks.md): months of a busy robot, and small beside any disk it runs on. Age

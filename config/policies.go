@@ -80,12 +80,23 @@ func (d *decoder) checkApprovals(a *Approvals) {
 		d.errorf(src.valueLine("timeout"), loc.field("timeout"), "must be a positive duration such as 5m")
 	}
 	wsrc := d.src[&a.Webhook]
+	if wsrc == nil {
+		wsrc = &source{}
+	}
+	wloc := loc.field("webhook")
+	switch {
+	case !wsrc.has("timeout"):
+		a.Webhook.Timeout = Duration(DefaultWebhookTimeout)
+	case wsrc.valid("timeout") && (a.Webhook.Timeout <= 0 || time.Duration(a.Webhook.Timeout) > MaxWebhookTimeout):
+		d.errorf(wsrc.valueLine("timeout"), wloc.field("timeout"), "is %s; it must be a positive duration of at most a minute, such as 10s",
+			time.Duration(a.Webhook.Timeout))
+	}
 	switch {
 	case a.Use == "webhook" && a.Webhook.URL == "":
 		d.errorf(src.lineOf("use"), loc.field("use"), "is webhook, so approvals.webhook.url is required")
 	case a.Webhook.URL != "":
-		if msg := checkURL(a.Webhook.URL); msg != "" && wsrc != nil {
-			d.errorf(wsrc.valueLine("url"), loc.field("webhook").field("url"), "%s", msg)
+		if msg := checkURL(a.Webhook.URL); msg != "" {
+			d.errorf(wsrc.valueLine("url"), wloc.field("url"), "%s", msg)
 		}
 	}
 }

@@ -12,8 +12,9 @@ import (
 )
 
 // agentConfig fronts the simulated robot as a physical server whose calls time out after 1s;
-// {{llm}} is the agent's llm section.
+// {{llm}} is the agent's llm section. The agent serves its admin API on a free port.
 const agentConfig = `
+gateway: {listen: "{{listen}}"}
 servers:
   - name: robot
     command: "{{sim}}"

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCheckReportsConfigErrorsWithLines(t *testing.T) {
@@ -120,5 +121,67 @@ func TestSchemaCommand(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "call_timeout_sec") || !strings.Contains(string(out), "additionalProperties") {
 		t.Fatalf("schema lacks the config's fields:\n%s", out)
+	}
+}
+
+// TestToolsNeverStartsASecondDriver: while a gateway runs, `tools` prints the catalog that
+// gateway serves and starts no server of its own; the robot's driver process stays one. With the
+// state file held by a gateway whose admin API cannot be reached, tools refuses rather than
+// start the robot's server.
+func TestToolsNeverStartsASecondDriver(t *testing.T) {
+	cfg, addr := writeConfig(t, `
+gateway:
+  listen: "{{listen}}"
+servers:
+  - name: robot
+    command: "{{sim}}"
+    args: ["-name", "{{marker}}"]
+    physical: true
+    tools:
+      overrides:
+        stop: {stop: true}
+`)
+	m := marker(t)
+	startGateway(t, cfg, addr)
+	if n := len(processesWith(m)); n != 1 {
+		t.Fatalf("%d robot processes before tools, want 1", n)
+	}
+	// Sample the process table while tools runs: a second driver would show up there.
+	most := 0
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			most = max(most, len(processesWith(m)))
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	out, errOut := cliOK(t, "tools", "-c", cfg)
+	jsonOut, _ := cliOK(t, "tools", "-c", cfg, "--json")
+	close(stop)
+	<-sampled
+	if most != 1 {
+		t.Errorf("%d robot processes while tools ran; no command but the gateway may start a physical server", most)
+	}
+	if !strings.Contains(out, "robot__get_scene") || !strings.Contains(out, "physical,stop") || !strings.Contains(errOut, "no server was started") {
+		t.Errorf("tools against the running gateway:\n%s%s", out, errOut)
+	}
+	var defs []map[string]any
+	if err := json.Unmarshal([]byte(jsonOut), &defs); err != nil || len(defs) == 0 || defs[0]["inputSchema"] == nil {
+		t.Errorf("tools --json against the running gateway: %v\n%s", err, jsonOut)
+	}
+
+	// The same state file held by a gateway whose admin API is elsewhere: refused, nothing started.
+	_, errOut, code := cli(t, "tools", "-c", cfg, "--addr", "127.0.0.1:1")
+	if code != 1 || !strings.Contains(errOut, "second driver") {
+		t.Errorf("tools with an unreachable admin API: exit %d\n%s", code, errOut)
+	}
+	if n := len(processesWith(m)); n != 1 {
+		t.Errorf("%d robot processes after tools, want 1", n)
 	}
 }

@@ -371,6 +371,7 @@ func (g *Gateway) adminHandler() http.Handler {
 	mux.HandleFunc("POST /admin/reload", g.serveReload)
 	g.registerOpsRoutes(mux)
 	g.registerPinRoutes(mux)
+	g.registerToolRoutes(mux)
 	return g.requireAdmin(mux)
 }
 

@@ -53,6 +53,7 @@ func BuildCatalog(cfg *config.Config, sources []Source, compile CompileFunc) (*C
 	c := &Catalog{byName: make(map[string]*governor.Tool)}
 	var problems []Problem
 	for _, src := range sources {
+		problems = append(problems, missingStopTool(cfg, src)...)
 		for _, up := range src.Tools {
 			if up == nil || up.Name == "" {
 				continue
@@ -118,6 +119,24 @@ func BuildCatalog(cfg *config.Config, sources []Source, compile CompileFunc) (*C
 	}
 	sort.Slice(c.listed, func(i, j int) bool { return c.listed[i].Public < c.listed[j].Public })
 	return c, problems
+}
+
+// missingStopTool reports a stop tool the server does not list: a halt then has nothing to
+// call, and models and clients have no way to stop the robot through the gateway. Nothing is
+// reported before the server's first listing.
+func missingStopTool(cfg *config.Config, src Source) []Problem {
+	if src.Tools == nil || !src.Server.Physical {
+		return nil
+	}
+	for name, o := range src.Server.Tools.Overrides {
+		if !o.Stop || slices.ContainsFunc(src.Tools, func(t *mcp.Tool) bool { return t != nil && t.Name == name }) {
+			continue
+		}
+		return []Problem{{Server: src.Server.Name, Tool: name, Msg: fmt.Sprintf(
+			"%s:%d: servers %s: tools.overrides.%s.stop names a tool the server does not list, so the server has no stop tool: a halt cannot stop the robot through the gateway; name one of the tools the server lists",
+			filepath.Base(cfg.Path), o.Line, src.Server.Name, name)}}
+	}
+	return nil
 }
 
 // inspectionRefused says why a tool may not stay callable during a lockout: only a tool whose
@@ -189,6 +208,17 @@ func (c *Catalog) Resolve(name string) (*governor.Tool, bool) {
 
 // Tools is the listed tools, sorted by public name.
 func (c *Catalog) Tools() []*governor.Tool { return c.listed }
+
+// All is every tool the catalog resolves, hidden and quarantined ones included, sorted by
+// public name.
+func (c *Catalog) All() []*governor.Tool {
+	all := make([]*governor.Tool, 0, len(c.byName))
+	for _, t := range c.byName {
+		all = append(all, t)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Public < all[j].Public })
+	return all
+}
 
 // definition is the tool as callers see it: the public name, the (overridden) description, the
 // repaired input schema, and the upstream's output schema, annotations and title. Nothing

@@ -117,3 +117,83 @@ func TestCatalogLeavesOutBadSchemas(t *testing.T) {
 		t.Fatalf("tools %d, problems %v", len(cat.Tools()), problems)
 	}
 }
+
+func TestCatalogStopAndInspectionTools(t *testing.T) {
+	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true}
+	arm := &config.Server{Name: "arm", Physical: true, Tools: config.Tools{
+		Include: []string{"*"},
+		Overrides: map[string]config.ToolOverride{
+			"halt":      {Stop: true, Line: 9},
+			"get_scene": {AllowWhileLocked: true, Line: 11},
+			"pick":      {AllowWhileLocked: true, Line: 13},
+			"peek":      {AllowWhileLocked: true, Line: 15},
+		},
+	}}
+	base := &config.Server{Name: "base", Physical: true, Tools: config.Tools{
+		Include:   []string{"*"},
+		Overrides: map[string]config.ToolOverride{"estop": {Stop: true, Line: 21}},
+	}}
+	sources := []Source{
+		{Server: arm, Tools: []*mcp.Tool{
+			{Name: "halt", InputSchema: obj()},
+			{Name: "get_scene", InputSchema: obj(), Annotations: readOnly},
+			{Name: "pick", InputSchema: obj(), Annotations: &mcp.ToolAnnotations{DestructiveHint: new(false)}},
+			{Name: "peek", InputSchema: obj()},
+		}},
+		{Server: base, Tools: []*mcp.Tool{{Name: "move", InputSchema: obj()}}},
+	}
+	cat, problems := BuildCatalog(&config.Config{Path: "/etc/cell.yaml", Gateway: config.Gateway{ToolNames: config.ToolNamesPrefixed}}, sources, nil)
+	byTool := map[string]string{}
+	for _, p := range problems {
+		if p.Fatal {
+			t.Errorf("fatal problem: %s", p.Msg)
+		}
+		byTool[p.Server+"/"+p.Tool] = p.Msg
+	}
+	for key, want := range map[string]string{
+		"arm/pick":   "cell.yaml:13: servers arm: tools.overrides.pick.allow_while_locked is refused: the server does not annotate the tool as read-only",
+		"arm/peek":   "cell.yaml:15: servers arm: tools.overrides.peek.allow_while_locked is refused",
+		"base/estop": "cell.yaml:21: servers base: tools.overrides.estop.stop names a tool the server does not list",
+	} {
+		if !strings.Contains(byTool[key], want) {
+			t.Errorf("problem of %s = %q, want it to contain %q", key, byTool[key], want)
+		}
+	}
+	if len(problems) != 3 {
+		t.Errorf("problems: %v", problems)
+	}
+	exempt := map[string]string{}
+	for _, tl := range cat.All() {
+		switch {
+		case tl.Stop:
+			exempt[tl.Public] = "stop"
+		case tl.AllowWhileLocked:
+			exempt[tl.Public] = "inspection"
+		}
+	}
+	if len(exempt) != 2 || exempt["arm__halt"] != "stop" || exempt["arm__get_scene"] != "inspection" {
+		t.Errorf("exempt tools: %v", exempt)
+	}
+	// Before a server's first listing nothing is reported about its stop tool.
+	if _, problems := BuildCatalog(&config.Config{Path: "cell.yaml"}, []Source{{Server: base}}, nil); len(problems) != 0 {
+		t.Errorf("problems before the first listing: %v", problems)
+	}
+}
+
+func TestCatalogAllIncludesHiddenTools(t *testing.T) {
+	arm := &config.Server{Name: "arm", Tools: config.Tools{Include: []string{"*"}, Hidden: []string{"eval"}}}
+	cat, _ := BuildCatalog(&config.Config{Gateway: config.Gateway{ToolNames: config.ToolNamesPrefixed}}, []Source{{Server: arm, Tools: []*mcp.Tool{
+		{Name: "pick", InputSchema: obj()}, {Name: "eval", InputSchema: obj()}, {Name: "drop", InputSchema: obj()},
+	}}}, nil)
+	cat.Quarantine("arm__drop", "changed")
+	var names []string
+	for _, tl := range cat.All() {
+		names = append(names, tl.Public)
+	}
+	if got := strings.Join(names, ","); got != "arm__drop,arm__eval,arm__pick" {
+		t.Errorf("All = %s", got)
+	}
+	if len(cat.Tools()) != 1 {
+		t.Errorf("listed: %d tools, want only arm__pick", len(cat.Tools()))
+	}
+}

@@ -44,6 +44,10 @@ type Options struct {
 	Policies *policies.Engine
 	// Guards are the compiled guardrails (BuildGuards); nil means none.
 	Guards *GuardSets
+	// NoApprover, when set, says that no operator can answer an approval here (nothing serves
+	// this gateway's admin API) and how to enable approvals: a call that needs one is refused
+	// at once with it rather than left to expire.
+	NoApprover string
 }
 
 // Gateway is one running gateway: its upstreams, its catalog, its call chain and its MCP server.
@@ -127,6 +131,12 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		}
 		g.notifier = newLiveNotifier(notifier)
 		g.approvals = governor.NewApprovals(opts.Store, opts.Store.Audit(), g.notifier, time.Duration(cfg.Approvals.Timeout), logger)
+		if opts.Registry != nil {
+			g.approvals.RegisterMetrics(opts.Registry)
+		}
+		if opts.NoApprover != "" {
+			g.approvals.Unanswerable(opts.NoApprover)
+		}
 	}
 
 	upOpts := upstream.Options{
@@ -230,6 +240,19 @@ func (g *Gateway) buildChain(cfg *config.Config, engine *policies.Engine, sets *
 // expose the same tool under bare naming, and, with RequireAll, when an upstream did not start.
 // Otherwise servers that did not start are logged and retried in the background.
 func (g *Gateway) Start(ctx context.Context) error {
+	if g.opts.RequireAll {
+		// A command that does not exist will not appear while the startup timeout runs out:
+		// fail now, naming it, instead of retrying it.
+		var missing []string
+		for _, s := range g.cfg.Servers {
+			if err := upstream.CheckCommand(s); err != nil {
+				missing = append(missing, fmt.Sprintf("%s:%d: %v", g.cfg.Path, s.CommandLine, err))
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("--require-all: no server was started, because %s", strings.Join(missing, "; "))
+		}
+	}
 	if err := g.ups.Start(ctx); err != nil {
 		if g.opts.RequireAll {
 			return err

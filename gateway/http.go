@@ -58,6 +58,14 @@ func (g *Gateway) Handler(creds []Credential) http.Handler {
 	}
 	// A preflight carries no token: cors answers it before authentication, for allowed origins.
 	mux.Handle("/mcp", checkOrigin(allowedOrigins(g.cfg.Gateway.AllowedOrigins), cors(mcpHandler)))
+	g.operatorRoutes(mux, creds)
+	return bodyDeadline(timeout, g.httpMetrics(), g.log, mux)
+}
+
+// operatorRoutes registers what operators and Prometheus use of every gateway, serving MCP or
+// not: /metrics, /admin/ (behind the admin token or an auth.tokens token with the admin role),
+// /healthz and /readyz.
+func (g *Gateway) operatorRoutes(mux *http.ServeMux, creds []Credential) {
 	if g.opts.Registry != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(g.opts.Registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelError)}))
 	}
@@ -74,13 +82,17 @@ func (g *Gateway) Handler(creds []Credential) http.Handler {
 		}
 		_ = json.NewEncoder(w).Encode(map[string]any{"ready": ready, "waiting": waiting})
 	})
-	return bodyDeadline(timeout, g.httpMetrics(), g.log, mux)
 }
 
 // NewHTTPServer is the gateway's HTTP server, bounded as limits.go describes, and the listener
 // it must serve on: ln under the cap of gateway.max_connections, lowered to fit the process's
 // open-file limit. Run it with srv.Serve(limited).
 func (g *Gateway) NewHTTPServer(ln net.Listener, creds []Credential) (srv *http.Server, limited net.Listener) {
+	return g.newHTTPServer(ln, g.Handler(creds))
+}
+
+// newHTTPServer serves h on ln under the bounds of limits.go.
+func (g *Gateway) newHTTPServer(ln net.Listener, h http.Handler) (srv *http.Server, limited net.Listener) {
 	most := g.cfg.Gateway.MaxConnections
 	if most <= 0 {
 		most = config.DefaultMaxConnections
@@ -93,7 +105,7 @@ func (g *Gateway) NewHTTPServer(ln net.Listener, creds []Credential) (srv *http.
 	}
 	cl := newConnLimiter(ln, most, g.httpMetrics(), g.log)
 	srv = &http.Server{
-		Handler:           g.Handler(creds),
+		Handler:           h,
 		ReadHeaderTimeout: headerTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"time"
 
@@ -14,6 +17,15 @@ import (
 	"github.com/mcp-gateway/mcp-gateway/governor"
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
+
+// The approval channels announce a pending request with everything a person needs to decide:
+// tool, server, arguments (as the audit keeps them: redacted), principal, session, rule and
+// reason, and when it expires. A channel that fails returns a *governor.NotifyError naming it;
+// the governor logs, audits and counts the failure, and the request stays pending.
+
+// consoleArgsBytes bounds the arguments quoted in a console line; the whole of them (as the
+// audit keeps them) is in `approvals list --json`.
+const consoleArgsBytes = 1024
 
 // newNotifier is the approval channel the config names.
 func newNotifier(cfg config.Approvals, logger *slog.Logger) (governor.Notifier, error) {
@@ -29,7 +41,11 @@ func newNotifier(cfg config.Approvals, logger *slog.Logger) (governor.Notifier, 
 			}
 			headers.Set(name, v)
 		}
-		return &webhookNotifier{url: cfg.Webhook.URL, headers: headers, client: &http.Client{Timeout: 10 * time.Second}}, nil
+		timeout := time.Duration(cfg.Webhook.Timeout)
+		if timeout <= 0 {
+			timeout = config.DefaultWebhookTimeout // a config built in code
+		}
+		return &webhookNotifier{url: cfg.Webhook.URL, headers: headers, timeout: timeout, client: &http.Client{Timeout: timeout}}, nil
 	default:
 		return consoleNotifier{log: logger}, nil
 	}
@@ -41,45 +57,95 @@ type memoryNotifier struct{}
 
 func (memoryNotifier) Notify(context.Context, store.Approval) error { return nil }
 
-// consoleNotifier announces a request in the gateway's log, with the commands to answer it.
+// consoleNotifier announces a request in the gateway's log (stderr), with the commands to
+// answer it. The line is written whatever the log level, and a write that fails is reported.
 type consoleNotifier struct{ log *slog.Logger }
 
-func (n consoleNotifier) Notify(_ context.Context, a store.Approval) error {
-	n.log.Warn(fmt.Sprintf("APPROVAL NEEDED: %s wants to call %s (rule %s: %s). Answer with `mcp-gateway approvals approve %s` or `mcp-gateway approvals deny %s --reason ...` before %s",
-		a.Principal, a.Tool, a.Rule, a.Reason, a.ID, a.ID, a.Expires.Format(time.RFC3339)),
-		"approval", a.ID, "tool", a.Tool, "rule", a.Rule)
+func (n consoleNotifier) Notify(ctx context.Context, a store.Approval) error {
+	who := a.Principal
+	if a.Session != "" {
+		who += " (session " + a.Session + ")"
+	}
+	rule := a.Rule
+	if a.Reason != "" {
+		rule += ": " + a.Reason
+	}
+	args := store.TruncateString(string(a.Args), consoleArgsBytes)
+	msg := fmt.Sprintf("APPROVAL NEEDED: %s wants to call %s on server %s with %s (rule %s). "+
+		"Answer with `mcp-gateway approvals approve %s` or `mcp-gateway approvals deny %s --reason ...` before %s (in %s)",
+		who, a.Tool, a.Server, args, rule, a.ID, a.ID, a.Expires.Format(time.RFC3339), time.Until(a.Expires).Round(time.Second))
+	r := slog.NewRecord(time.Now(), slog.LevelWarn, msg, 0)
+	r.AddAttrs(slog.String("approval", a.ID), slog.String("server", a.Server), slog.String("tool", a.Tool),
+		slog.String("principal", a.Principal), slog.String("session", a.Session), slog.String("rule", a.Rule),
+		slog.Time("expires", a.Expires))
+	// The handler, not the logger: the logger drops the line below the configured level and
+	// swallows a write error; an operator's announcement must be written or reported.
+	if err := n.log.Handler().Handle(ctx, r); err != nil {
+		return &governor.NotifyError{Channel: "console", Err: fmt.Errorf("writing to the log: %w", err)}
+	}
 	return nil
 }
 
-// webhookNotifier POSTs each request as JSON. Arguments are left out: a chat channel is not
-// the place for them; the operator sees them with `approvals list`.
+// webhookNotifier POSTs each request as JSON (WebhookBody) within approvals.webhook.timeout.
 type webhookNotifier struct {
 	url     string
 	headers http.Header
+	timeout time.Duration
 	client  *http.Client
 }
 
+// WebhookBody is the JSON body of the approval webhook's POST.
+type WebhookBody struct {
+	ID        string          `json:"id"`
+	Server    string          `json:"server"`
+	Tool      string          `json:"tool"`
+	Principal string          `json:"principal"`
+	Session   string          `json:"session"`
+	Rule      string          `json:"rule"`
+	Reason    string          `json:"reason"`
+	Args      json.RawMessage `json:"args"` // as the audit keeps them: redacted
+	Digest    string          `json:"digest"`
+	Created   time.Time       `json:"created"`
+	Expires   time.Time       `json:"expires"`
+}
+
 func (n *webhookNotifier) Notify(ctx context.Context, a store.Approval) error {
-	body, err := json.Marshal(map[string]any{
-		"id": a.ID, "server": a.Server, "tool": a.Tool, "principal": a.Principal, "rule": a.Rule,
-		"reason": a.Reason, "created": a.Created, "expires": a.Expires, "digest": a.Digest,
+	body, err := json.Marshal(WebhookBody{
+		ID: a.ID, Server: a.Server, Tool: a.Tool, Principal: a.Principal, Session: a.Session, Rule: a.Rule,
+		Reason: a.Reason, Args: a.Args, Digest: a.Digest, Created: a.Created, Expires: a.Expires,
 	})
 	if err != nil {
-		return err
+		return &governor.NotifyError{Channel: "webhook", Err: err}
 	}
-	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, n.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.url, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return &governor.NotifyError{Channel: "webhook", Err: err}
 	}
 	req.Header = n.headers.Clone()
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := n.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("approval webhook: %w", err)
+		return &governor.NotifyError{Channel: "webhook", Err: n.cause(ctx, err)}
 	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	if resp.StatusCode >= 300 {
-		return fmt.Errorf("approval webhook answered %s", resp.Status)
+		return &governor.NotifyError{Channel: "webhook", Err: fmt.Errorf("the webhook answered %s", resp.Status)}
 	}
 	return nil
+}
+
+// cause says why the POST failed without the webhook's URL, which often holds its secret (a
+// chat service's incoming-webhook URL does).
+func (n *webhookNotifier) cause(ctx context.Context, err error) error {
+	var ue *url.Error
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return errors.New("the request expired before the webhook answered")
+	case errors.As(err, &ue) && ue.Timeout():
+		return fmt.Errorf("the webhook did not answer within %s (approvals.webhook.timeout)", n.timeout)
+	case errors.As(err, &ue):
+		return ue.Err
+	}
+	return err
 }

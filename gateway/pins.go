@@ -86,9 +86,13 @@ func (g *Gateway) checkPin(cat *Catalog, t *governor.Tool, p store.Pin, found bo
 	}
 	digest := digestOf(def)
 	now := time.Now().UTC()
+	ann, err := json.Marshal(t.UpstreamDefinition.Annotations)
+	if err != nil {
+		ann = nil // unknown, as in a pin stored before annotations were kept
+	}
 	switch {
 	case !found:
-		if err := st.PutPin(store.Pin{Server: t.Server, Tool: t.Upstream, Digest: digest, Definition: def, Pinned: now}); err != nil {
+		if err := st.PutPin(store.Pin{Server: t.Server, Tool: t.Upstream, Digest: digest, Definition: def, Pinned: now, Annotations: ann}); err != nil {
 			// An unstored first pin would let the next start pin whatever is listed then.
 			cat.Quarantine(t.Public, fmt.Sprintf(
 				"Tool %s is not served: the gateway cannot pin its definition in the state file. An operator must check the gateway's log.", t.Public))
@@ -98,10 +102,10 @@ func (g *Gateway) checkPin(cat *Catalog, t *governor.Tool, p store.Pin, found bo
 		return ""
 	case p.Digest == digest:
 		if p.Pending == "" {
-			return ""
+			return g.keepAnnotations(p, ann)
 		}
 		// The upstream went back to the pinned definition: the change is no longer pending.
-		p.Pending, p.PendingDefinition, p.Changed = "", nil, time.Time{}
+		p.Pending, p.PendingDefinition, p.Changed, p.Annotations = "", nil, time.Time{}, ann
 		if err := st.PutPin(p); err != nil {
 			return fmt.Sprintf("server %s: tool %s is back to its pinned definition, but clearing its pending change failed: %v", t.Server, t.Upstream, err)
 		}
@@ -117,12 +121,28 @@ func (g *Gateway) checkPin(cat *Catalog, t *governor.Tool, p store.Pin, found bo
 	msg := fmt.Sprintf("server %s: tool %s is quarantined: %s since it was pinned at %s; review with `mcp-gateway pins list -c %s`, then accept with `mcp-gateway pins accept %s/%s -c %s`",
 		t.Server, t.Upstream, describeChanges(parts), p.Pinned.Format(time.RFC3339), g.cfg.Path, t.Server, t.Upstream, g.cfg.Path)
 	if p.Pending != digest {
-		p.Pending, p.PendingDefinition, p.Changed = digest, def, now
+		p.Pending, p.PendingDefinition, p.Changed, p.Annotations = digest, def, now, ann
 		if err := st.PutPin(p); err != nil {
 			msg += fmt.Sprintf("; recording the pending change failed, so it cannot be accepted yet: %v", err)
 		}
+	} else if m := g.keepAnnotations(p, ann); m != "" {
+		msg += "; " + m
 	}
 	return msg
+}
+
+// keepAnnotations stores the annotations a server now lists for a pinned tool, when they are
+// not the ones on its pin, and returns a message for the log when that fails. The tool is served
+// either way: annotations are not pinned.
+func (g *Gateway) keepAnnotations(p store.Pin, ann json.RawMessage) string {
+	if ann == nil || bytes.Equal(p.Annotations, ann) {
+		return ""
+	}
+	p.Annotations = ann
+	if err := g.opts.Store.PutPin(p); err != nil {
+		return fmt.Sprintf("server %s: tool %s: its annotations could not be kept on its pin, so `mcp-gateway check` may verify allow_while_locked against older ones: %v", p.Server, p.Tool, err)
+	}
+	return ""
 }
 
 // pinnedDefinition is the part of a tool definition that is pinned. Its JSON is canonical: the

@@ -4,23 +4,41 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
 // Notifier tells operators that a call waits for their approval (SPEC.md §9). It is called after
-// the request is stored; an error is logged and the request stays pending, so a failing channel
-// never drops a request.
+// the request is stored, with a context that ends when the request expires. A failure drops
+// nothing: the request stays pending and can be answered with `mcp-gateway approvals`; it is
+// logged, audited and counted (mcp_gateway_approval_notify_failures_total).
 type Notifier interface {
 	Notify(ctx context.Context, a store.Approval) error
 }
+
+// NotifyError is a channel's failure to deliver a request. Channel names the channel (console,
+// webhook) in the audit record and the metric's label; Err says what failed and holds no
+// credential (a webhook's URL is left out of it).
+type NotifyError struct {
+	Channel string
+	Err     error
+}
+
+func (e *NotifyError) Error() string { return "approval channel " + e.Channel + ": " + e.Err.Error() }
+
+func (e *NotifyError) Unwrap() error { return e.Err }
+
+// NotifyChannels are the channels that can fail, whose failure counters exist from the start.
+var NotifyChannels = []string{"console", "webhook"}
 
 // Approvals routes calls that need an operator's approval: it stores the request, notifies the
 // channel, and holds the call until an operator decides or the timeout passes. Approval never
@@ -33,6 +51,10 @@ type Approvals struct {
 	log     *slog.Logger
 	now     func() time.Time
 
+	// Set before the first Request (RegisterMetrics, Unanswerable).
+	failures     *prometheus.CounterVec // by channel; nil counts nothing
+	unanswerable string                 // why nobody can answer and how to change that; "" when someone can
+
 	mu      sync.Mutex
 	waiters map[string]chan struct{} // request id → closed when an operator decided
 }
@@ -42,20 +64,60 @@ func NewApprovals(st store.ApprovalStore, audit store.AuditLog, notify Notifier,
 	return &Approvals{store: st, audit: audit, notify: notify, timeout: timeout, log: logger, now: time.Now, waiters: make(map[string]chan struct{})}
 }
 
+// RegisterMetrics counts the requests a channel failed to deliver, by channel, in reg
+// (mcp_gateway_approval_notify_failures_total). Call it before the first Request.
+func (a *Approvals) RegisterMetrics(reg prometheus.Registerer) {
+	a.failures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace,
+		Name:      "approval_notify_failures_total",
+		Help:      "Approval requests the channel could not deliver (webhook error or timeout, console write failing), by channel; the request stays pending.",
+	}, []string{"channel"})
+	reg.MustRegister(a.failures)
+	for _, ch := range NotifyChannels {
+		a.failures.WithLabelValues(ch)
+	}
+}
+
+// Unanswerable makes every request fail at once, never stored or announced, for a gateway that
+// no operator can answer: nothing serves its admin API, so an approval could only expire. how
+// says why and how to enable approvals; it ends the reason the caller gets. Call it before the
+// first Request.
+func (a *Approvals) Unanswerable(how string) { a.unanswerable = how }
+
 // Request asks for approval of exactly this call and waits. It returns "" when the call was
 // approved (and the approval consumed, so it runs once), otherwise the failure kind and reason.
+//
+// The request keeps the arguments as the call's audit record does (c.Redact: after the tool_call
+// guards and audit redaction; see shownArgs) and a keyed digest of the arguments the call would
+// run with.
 func (a *Approvals) Request(ctx context.Context, c *Call, rule, why string) (Kind, string) {
+	if a.unanswerable != "" {
+		about := rule
+		if why != "" {
+			about += ": " + why
+		}
+		what := "the call to " + c.Name
+		if c.Dispatched {
+			what = "the result of " + c.Name
+		}
+		return KindApprovalDenied, fmt.Sprintf("%s needs an operator's approval (rule %s), and no operator can answer one here: %s. %s",
+			what, about, a.unanswerable, heldOutcome(c))
+	}
 	id, err := newApprovalID()
 	if err != nil {
 		return KindApprovalDenied, "the gateway could not create an approval request: " + err.Error()
 	}
 	now := a.now().UTC()
 	req := store.Approval{
-		ID: id, Digest: CallDigest(c.Tool.Server, c.Tool.Upstream, c.Args),
+		ID: id, Digest: a.digest(c.Tool.Server, c.Tool.Upstream, c.Args),
 		Server: c.Tool.Server, Tool: c.Name, Principal: c.Principal, Session: c.Session,
-		Rule: rule, Reason: why, Args: c.Args, Created: now, Expires: now.Add(a.timeout),
+		Rule: rule, Reason: why, Args: shownArgs(ctx, c), Created: now, Expires: now.Add(a.timeout),
 		State: store.ApprovalPending,
 	}
+	if c.Detail == nil {
+		c.Detail = map[string]any{}
+	}
+	c.Detail["approval"] = id // the call's audit record names its request
 	wait := make(chan struct{})
 	a.mu.Lock()
 	a.waiters[id] = wait
@@ -66,11 +128,15 @@ func (a *Approvals) Request(ctx context.Context, c *Call, rule, why string) (Kin
 		a.mu.Unlock()
 	}()
 	if err := a.store.PutApproval(req); err != nil {
-		return KindApprovalDenied, fmt.Sprintf("the approval request for %s could not be stored (%v); the call was not run", c.Name, err)
+		return KindApprovalDenied, fmt.Sprintf("the approval request for %s could not be stored (%v). %s", c.Name, err, heldOutcome(c))
 	}
-	if err := a.notify.Notify(ctx, req); err != nil {
-		a.log.Error("approval channel failed; the request stays pending and can be decided with `mcp-gateway approvals`",
-			"approval", id, "tool", c.Name, "error", err)
+	// The announcement goes out even if the caller leaves meanwhile, but never outlives the
+	// request it announces.
+	nctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), req.Expires)
+	err = a.notify.Notify(nctx, req)
+	cancel()
+	if err != nil {
+		a.notifyFailed(ctx, c, req, err)
 	}
 	timer := time.NewTimer(time.Until(req.Expires))
 	defer timer.Stop()
@@ -78,16 +144,16 @@ func (a *Approvals) Request(ctx context.Context, c *Call, rule, why string) (Kin
 	case <-wait:
 	case <-timer.C:
 		return KindApprovalExpired, fmt.Sprintf(
-			"nobody approved the call to %s (approval %s, rule %s) within %s, so it was not run. Ask the operator, or try a call that needs no approval.",
-			c.Name, id, rule, a.timeout)
+			"nobody approved the call to %s (approval %s, rule %s) within %s. %s Ask the operator, or try a call that needs no approval.",
+			c.Name, id, rule, a.timeout, heldOutcome(c))
 	case <-ctx.Done():
 		// Nobody waits for the result any more: make sure a late approval cannot run it.
 		_, _ = a.store.DecideApproval(id, store.ApprovalDenied, "gateway", "the caller cancelled the call while it waited for approval", a.now())
-		return KindCancelled, fmt.Sprintf("the call to %s was cancelled while it waited for approval %s; it was not run", c.Name, id)
+		return KindCancelled, fmt.Sprintf("the call to %s was cancelled while it waited for approval %s. %s", c.Name, id, heldOutcome(c))
 	}
 	got, _, err := a.store.GetApproval(id)
 	if err != nil {
-		return KindApprovalDenied, fmt.Sprintf("approval %s could not be read (%v); the call was not run", id, err)
+		return KindApprovalDenied, fmt.Sprintf("approval %s could not be read (%v). %s", id, err, heldOutcome(c))
 	}
 	if got.State == store.ApprovalDenied {
 		reason := fmt.Sprintf("operator %s denied the call to %s (approval %s, rule %s)", got.DecidedBy, c.Name, id, rule)
@@ -97,9 +163,46 @@ func (a *Approvals) Request(ctx context.Context, c *Call, rule, why string) (Kin
 		return KindApprovalDenied, reason + ". Do not retry it unchanged."
 	}
 	if _, err := a.store.ConsumeApproval(id); err != nil {
-		return KindApprovalDenied, fmt.Sprintf("approval %s cannot be used (%v); the call was not run", id, err)
+		return KindApprovalDenied, fmt.Sprintf("approval %s cannot be used (%v). %s", id, err, heldOutcome(c))
 	}
 	return "", ""
+}
+
+// heldOutcome says what became of a held call that was not released: one held before dispatch
+// did not run; a result a tool_result guard escalated is withheld, and the call itself ran, so
+// the model must not repeat a physical action to see it.
+func heldOutcome(c *Call) string {
+	if c.Dispatched {
+		return "The call itself ran and its result is withheld; do not repeat it to see the result."
+	}
+	return "The call was not run."
+}
+
+// notifyFailed records that the channel did not deliver req: logged, counted by channel and
+// audited synchronously, so an operator learns from the audit log and the metrics that a call
+// waited unannounced. The request itself stays pending.
+func (a *Approvals) notifyFailed(ctx context.Context, c *Call, req store.Approval, err error) {
+	channel, cause := "unknown", err
+	var ne *NotifyError
+	if errors.As(err, &ne) {
+		channel, cause = ne.Channel, ne.Err
+	}
+	a.log.Error("approval channel failed; the request stays pending and can be decided with `mcp-gateway approvals`",
+		"approval", req.ID, "channel", channel, "tool", c.Name, "error", cause)
+	if a.failures != nil {
+		a.failures.WithLabelValues(channel).Inc()
+	}
+	rec := store.Record{
+		Type: store.RecordApproval, Action: "notify_failed", Principal: c.Principal, Session: c.Session,
+		Server: req.Server, Tool: req.Tool, CallID: c.ID,
+		Reason: fmt.Sprintf("approval request %s could not be delivered on the %s channel: %v. It stays pending until %s; "+
+			"see it with `mcp-gateway approvals list` and answer with `mcp-gateway approvals approve|deny %s`.",
+			req.ID, channel, cause, req.Expires.Format(time.RFC3339), req.ID),
+		Detail: map[string]any{"approval": req.ID, "rule": req.Rule, "channel": channel, "error": cause.Error()},
+	}
+	if _, err := a.audit.AppendSync(context.WithoutCancel(ctx), rec); err != nil {
+		a.log.Error("audit record of an undelivered approval request not written", "approval", req.ID, "error", err)
+	}
 }
 
 // Decide records an operator's answer, audits it synchronously and wakes the waiting call.
@@ -132,16 +235,39 @@ func (a *Approvals) Pending() ([]store.Approval, error) {
 	return a.store.ListApprovals(store.ApprovalPending)
 }
 
-// CallDigest identifies one exact call: server, upstream tool and canonical arguments (object
-// keys sorted, numbers as written).
-func CallDigest(server, tool string, args json.RawMessage) string {
-	h := sha256.New()
-	h.Write([]byte(server))
-	h.Write([]byte{0})
-	h.Write([]byte(tool))
-	h.Write([]byte{0})
-	h.Write(canonicalJSON(args))
-	return hex.EncodeToString(h.Sum(nil))
+// digest identifies one exact call: server, upstream tool and canonical arguments (object keys
+// sorted, numbers as written), keyed with the state file's digest key, so that neither a listing
+// nor a webhook's receiver can try values of a redacted argument against it.
+func (a *Approvals) digest(server, tool string, args json.RawMessage) string {
+	var b bytes.Buffer
+	b.WriteString(server)
+	b.WriteByte(0)
+	b.WriteString(tool)
+	b.WriteByte(0)
+	b.Write(canonicalJSON(args))
+	return a.store.DigestArgs(b.Bytes())
+}
+
+// shownArgs is what a request keeps of c's arguments, by the redactor of the config c runs
+// under: what the call's audit record keeps (the tool_call guards' redactions, audit
+// redact_keys, long values cut). One exception, by design: arguments an escalating guard holds
+// are shown as they would run — the other guards' redactions applied, the flagged content not —
+// since the operator must see what the guard flagged to decide. A call that never passed an
+// audit step (a chain built in code without one) has no redact_keys to apply; its long values
+// are still cut.
+func shownArgs(ctx context.Context, c *Call) json.RawMessage {
+	r := c.Redact
+	if r == nil {
+		r = NewRedactor(nil)
+	}
+	if !c.ArgsWithheld {
+		return r.Redact(r.kept(ctx, c, c.Args))
+	}
+	args := c.Args
+	if !r.guards.Empty() {
+		_, args = r.guards.CheckJSON(ctx, c.Tool.Server, c.Name, c.Args)
+	}
+	return r.Redact(args)
 }
 
 func canonicalJSON(b json.RawMessage) []byte {

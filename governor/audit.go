@@ -38,6 +38,7 @@ func Audit(st AuditStore, redact *Redactor, logger *slog.Logger) Step {
 	return func(next Handler) Handler {
 		return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
 			original := c.Args
+			c.Redact = redact
 			out := next.Handle(ctx, c)
 			rec := store.Record{
 				Type:       store.RecordCall,

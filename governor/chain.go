@@ -44,6 +44,9 @@ type Call struct {
 	// audit record keeps the arguments as the guards left them.
 	ArgsScreened bool
 	ArgsWithheld bool
+	// Redact is the audit redactor of the config the call runs under, set by the audit step:
+	// whatever else keeps the call's arguments (an approval request) keeps them as its record does.
+	Redact *Redactor
 	// Decision is the policy decision as "effect:rule" ("" before the policy step), for the
 	// audit record.
 	Decision string

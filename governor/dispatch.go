@@ -15,11 +15,16 @@ import (
 // Dispatch is the end of the chain (steps 6 and 7): it applies the call's deadline (§4), sends
 // the call to the tool's server, and maps every way that can fail to a failure envelope. The
 // upstream's own result is returned unchecked, for CheckResult.
+//
+// The call's context carries its class to the upstream: a stop tool's call is sent at once,
+// beside a physical server's call in flight and ahead of the calls waiting for their turn; an
+// inspection tool's call waits for its turn. Neither is refused by the upstream's lockout check
+// (Lockouts.Admit), since CheckLockout let them through.
 func Dispatch() Handler {
 	return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
 		t := c.Tool
 		deadline := upstream.Deadline(*t.ServerConfig, c.Args)
-		callCtx, cancel := context.WithTimeout(ctx, deadline)
+		callCtx, cancel := context.WithTimeout(classify(ctx, t), deadline)
 		defer cancel()
 		c.Dispatched = true
 		res, err := t.Dispatcher.Call(callCtx, t.Upstream, c.Args, c.Progress)
@@ -31,6 +36,17 @@ func Dispatch() Handler {
 		}
 		return dispatchFailure(ctx, callCtx, c, deadline, err)
 	})
+}
+
+// classify marks ctx with the class of t's calls, for the upstream.
+func classify(ctx context.Context, t *Tool) context.Context {
+	switch {
+	case t.Stop:
+		return upstream.WithStop(ctx)
+	case t.AllowWhileLocked:
+		return upstream.WithInspection(ctx)
+	}
+	return ctx
 }
 
 // dispatchFailure explains why a dispatched call has no result.

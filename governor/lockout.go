@@ -75,13 +75,21 @@ func operatorMust(server string) string {
 }
 
 // CheckLockout is step 2: a call to a physical server is refused with
-// KindExecutionStatusUnknown while a lockout covers that server.
+// KindExecutionStatusUnknown while a lockout covers that server, unless the tool is exempt (the
+// server's stop tool, or a read-only tool named for inspection): that call goes on, and its
+// audit record names the lockout it passed ("while_locked").
 func CheckLockout(l *Lockouts) Step {
 	return func(next Handler) Handler {
 		return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
 			if c.Tool.Physical() {
 				if lo, locked := l.For(c.Tool.Server); locked {
-					return Refuse(KindExecutionStatusUnknown, lockoutReason(c.Tool.Server, lo))
+					if !c.Tool.Exempt() {
+						return Refuse(KindExecutionStatusUnknown, lockoutReason(c.Tool.Server, lo))
+					}
+					if c.Detail == nil {
+						c.Detail = map[string]any{}
+					}
+					c.Detail["while_locked"] = lo.Server
 				}
 			}
 			return next.Handle(ctx, c)
@@ -90,7 +98,9 @@ func CheckLockout(l *Lockouts) Step {
 }
 
 // Admit is the upstream's last check before a call is sent (upstream.Options.Admit): a call that
-// waited for its turn behind one that then locked the server out is not sent.
+// waited for its turn behind one that then locked the server out is not sent. The upstream does
+// not ask it for the calls of exempt tools, which Dispatch marks (upstream.WithStop,
+// upstream.WithInspection).
 func (l *Lockouts) Admit(physical func(server string) bool) func(server string) error {
 	return func(server string) error {
 		if !physical(server) {

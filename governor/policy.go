@@ -11,10 +11,11 @@ import (
 )
 
 // PolicyMetrics count policy decisions: enforced and shadow (log_only) decisions by rule and
-// effect, and rules that could not be evaluated.
+// effect, rules that could not be evaluated, and decisions not applied to a stop tool.
 type PolicyMetrics struct {
 	decisions *prometheus.CounterVec
 	errors    *prometheus.CounterVec
+	ignored   *prometheus.CounterVec
 }
 
 // NewPolicyMetrics creates the policy collectors and registers them with reg.
@@ -30,8 +31,13 @@ func NewPolicyMetrics(reg prometheus.Registerer) *PolicyMetrics {
 			Name:      "policy_rule_errors_total",
 			Help:      "Rules that could not be evaluated for a call (missing key, type mix, cost limit); deny and require_approval rules then apply.",
 		}, []string{"rule"}),
+		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "policy_stop_ignored_total",
+			Help:      "Enforced deny and require_approval decisions not applied because the call was to a physical server's stop tool, by deciding rule (\"default\" for policies.default) and effect.",
+		}, []string{"rule", "effect"}),
 	}
-	reg.MustRegister(m.decisions, m.errors)
+	reg.MustRegister(m.decisions, m.errors, m.ignored)
 	return m
 }
 
@@ -43,11 +49,20 @@ type PolicyInput func(c *Call) *policies.Input
 // decides. A denial returns KindPolicyDenied with the rule's id and reason; require_approval
 // holds the call for an operator (§9). Shadow decisions and rule errors are recorded on the call
 // for the audit log and counted, and change nothing.
+//
+// No policy denies a stop tool or holds it for approval: stopping the robot must never wait
+// for a person or fail because a rule matched. Such a decision on a stop tool's call is logged
+// (warn, with the rule), recorded on the call ("ignored_deny:rule") and counted, and the call
+// goes on.
 func Policy(engine *policies.Engine, input PolicyInput, approvals *Approvals, metrics *PolicyMetrics, logger *slog.Logger) Step {
 	return func(next Handler) Handler {
 		return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
 			d := engine.Evaluate(ctx, input(c))
 			record(c, d, metrics, logger)
+			if c.Tool.Stop && (d.Effect == policies.Deny || d.Effect == policies.RequireApproval) {
+				ignoreOnStop(c, d, metrics, logger)
+				return next.Handle(ctx, c)
+			}
 			switch d.Effect {
 			case policies.Deny:
 				return Refuse(KindPolicyDenied, fmt.Sprintf("policy rule %s denied the call to %s: %s", ruleName(d), c.Name, d.Reason))
@@ -63,6 +78,23 @@ func Policy(engine *policies.Engine, input PolicyInput, approvals *Approvals, me
 			}
 			return next.Handle(ctx, c)
 		})
+	}
+}
+
+// ignoreOnStop records that a deny or require_approval decision was not applied to a stop
+// tool's call.
+func ignoreOnStop(c *Call, d policies.Decision, m *PolicyMetrics, logger *slog.Logger) {
+	rule := ruleName(d)
+	logger.Warn("policy decision ignored: the tool is its server's stop tool, which no policy denies or holds for approval",
+		"rule", rule, "effect", d.Effect, "reason", d.Reason, "tool", c.Name, "server", c.Tool.Server, "call", c.ID)
+	c.Decision = "ignored_" + d.Effect + ":" + rule
+	if c.Detail == nil {
+		c.Detail = map[string]any{}
+	}
+	c.Detail["policy_ignored"] = fmt.Sprintf("%s is the stop tool of server %s; policy rule %s (%s: %s) is not applied to it",
+		c.Name, c.Tool.Server, rule, d.Effect, d.Reason)
+	if m != nil {
+		m.ignored.WithLabelValues(rule, d.Effect).Inc()
 	}
 }
 

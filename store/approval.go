@@ -19,26 +19,40 @@ const (
 	ApprovalUsed     = "used"
 )
 
-// Approval is a request for an operator to approve one exact call (SPEC.md §9).
+// RecordApproval is the type of the audit records about an approval request itself, apart from
+// its decision (an operator record): one says that the channel could not deliver the request.
+const RecordApproval = "approval"
+
+// Approval is a request for an operator to approve one exact call (SPEC.md §9): everything a
+// person needs to decide, as `approvals list`, /admin/approvals and the channels show it.
 type Approval struct {
 	ID string
-	// Digest identifies the exact call: server, tool and canonical arguments.
-	Digest    string
-	Server    string
-	Tool      string
+	// Digest identifies the exact call: server, upstream tool and canonical arguments, keyed
+	// like an audit record's digest (DigestArgs), so it cannot be inverted to a redacted value.
+	Digest string
+	// Server is the tool's server, Tool its public name.
+	Server string
+	Tool   string
+	// Principal and Session are who asked and in which downstream session (or agent run).
 	Principal string
 	Session   string
-	Rule      string
-	Reason    string
-	Args      json.RawMessage
-	Created   time.Time
-	Expires   time.Time
+	// Rule is the policy rule that required the approval ("guard" for a guard that escalates),
+	// Reason its reason.
+	Rule   string
+	Reason string
+	// Args are the arguments as the call's audit record keeps them: after the tool_call guards
+	// and audit redaction. The original arguments are never stored; Digest covers them.
+	Args    json.RawMessage
+	Created time.Time
+	Expires time.Time
 	// State is one of the Approval* constants. A pending request read after Expires is reported
 	// as expired.
-	State          string
-	DecidedBy      string
-	DecisionReason string
-	Decided        time.Time
+	State string
+	// DecidedBy, DecisionReason and Decided are the operator's answer: who, why and when; empty
+	// while the request is pending or once it expired unanswered.
+	DecidedBy      string    `json:",omitempty"`
+	DecisionReason string    `json:",omitempty"`
+	Decided        time.Time `json:",omitzero"`
 }
 
 // ApprovalStore keeps approval requests. Every state change is one bbolt transaction, so only
@@ -56,6 +70,9 @@ type ApprovalStore interface {
 	// ConsumeApproval moves an approved request to used and returns it, exactly once; then
 	// ErrAlreadyUsed, or ErrNotApproved for any other state.
 	ConsumeApproval(id string) (Approval, error)
+	// DigestArgs is the keyed digest of the state file (see digest.go); a request's Digest is
+	// made with it.
+	DigestArgs(b []byte) string
 }
 
 var _ ApprovalStore = (*Store)(nil)

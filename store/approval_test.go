@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -151,5 +152,41 @@ func TestExpiredApprovalRefused(t *testing.T) {
 	}
 	if err := s.PutApproval(pendingApproval("new", clock)); !errors.Is(err, ErrExists) {
 		t.Errorf("storing a request id twice: %v, want ErrExists", err)
+	}
+}
+
+// A request comes back with every field it was stored with; the answer's fields appear once it
+// is answered.
+func TestApprovalKeepsEveryField(t *testing.T) {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	s := openStore(t, t.TempDir(), Options{})
+	want := pendingApproval("req-fields", now)
+	if err := s.PutApproval(want); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := s.GetApproval(want.ID)
+	if err != nil || !ok {
+		t.Fatalf("get: %v %v", ok, err)
+	}
+	want.State = ApprovalPending
+	if string(got.Args) != string(want.Args) || got.ID != want.ID || got.Digest != want.Digest || got.Server != want.Server ||
+		got.Tool != want.Tool || got.Principal != want.Principal || got.Session != want.Session || got.Rule != want.Rule ||
+		got.Reason != want.Reason || !got.Created.Equal(want.Created) || !got.Expires.Equal(want.Expires) || got.State != want.State {
+		t.Fatalf("stored %+v, got %+v", want, got)
+	}
+	shown, _ := json.Marshal(got)
+	for _, key := range []string{`"DecidedBy"`, `"DecisionReason"`, `"Decided"`} {
+		if strings.Contains(string(shown), key) {
+			t.Errorf("a pending request shows %s: %s", key, shown)
+		}
+	}
+	if _, err := s.DecideApproval(want.ID, ApprovalDenied, "alice", "someone is in the cell", now); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ = s.GetApproval(want.ID)
+	shown, _ = json.Marshal(got)
+	if got.DecidedBy != "alice" || got.DecisionReason != "someone is in the cell" || !got.Decided.Equal(now) ||
+		!strings.Contains(string(shown), `"Decided":"`) {
+		t.Errorf("answered request = %s", shown)
 	}
 }

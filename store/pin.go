@@ -22,6 +22,11 @@ type Pin struct {
 	Pending           string
 	PendingDefinition json.RawMessage
 	Changed           time.Time
+	// Annotations are the tool's annotations as the server last listed them (JSON null when it
+	// gave none), so that `mcp-gateway check` can verify allow_while_locked without starting the
+	// server. They are not part of Digest: hints change no instruction a model reads. Absent in
+	// pins stored before they were kept.
+	Annotations json.RawMessage `json:",omitempty"`
 }
 
 // PinStore keeps tool pins, one nested bucket per server.

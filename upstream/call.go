@@ -47,7 +47,9 @@ func (e *CallError) Unwrap() error { return e.Err }
 // arguments). It does not add a deadline: callers give ctx the one Deadline computes.
 //
 // If the server is not ready the call waits for it within ctx; a physical server takes one
-// call at a time and the others wait their turn in arrival order. If progress is not nil, the
+// call at a time and the others wait their turn in arrival order, except a call marked
+// WithStop, which is sent at once. Options.Admit is asked right before sending, except for calls
+// marked WithStop or WithInspection. If progress is not nil, the
 // server's progress notifications for this call are passed to it, until Call returns. Their
 // ProgressToken is the gateway's own token for the call; progress must not block.
 //
@@ -56,13 +58,14 @@ func (e *CallError) Unwrap() error { return e.Err }
 // server and the error satisfies errors.Is(err, ctx.Err()). A CallError with Crashed set means
 // the outcome is unknown. A tool's own failure is a result with IsError set, not an error.
 func (u *Upstream) Call(ctx context.Context, name string, args json.RawMessage, progress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
-	if u.queue != nil {
+	cls := classOf(ctx)
+	if u.queue != nil && cls != classStop {
 		if err := u.queue.acquire(ctx); err != nil {
 			return nil, u.queueError(err)
 		}
 		defer u.queue.release()
 	}
-	if admit := u.opts.Admit; admit != nil {
+	if admit := u.opts.Admit; admit != nil && cls == classAction {
 		if err := admit(u.cfg.Name); err != nil {
 			return nil, fmt.Errorf("server %q refused the call before sending it: %w", u.cfg.Name, err)
 		}

@@ -177,3 +177,107 @@ func TestAdmitRefusesBeforeSending(t *testing.T) {
 		t.Fatalf("admitted call: %v", err)
 	}
 }
+
+// A stop call is sent beside the call in flight, ahead of the call waiting for its turn, even
+// with the queue full, and it does not disturb the order of the others.
+func TestStopCallJumpsThePhysicalQueue(t *testing.T) {
+	checkGoroutines(t)
+	cfg := stdioServer(t, "tools")
+	cfg.Physical = true
+	cfg.QueueSize = 1
+	m, err := startManager(t, []config.Server{cfg}, Options{})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	u := m.Get("robot")
+
+	first, second := make(chan slowRun, 1), make(chan slowRun, 1)
+	go func() {
+		run, err := callSlow(u, context.Background(), "first", 800)
+		if err != nil {
+			t.Errorf("first: %v", err)
+		}
+		first <- run
+	}()
+	eventually(t, 5*time.Second, "the first call is in flight", func() bool { return inFlight(u) })
+	go func() {
+		run, err := callSlow(u, context.Background(), "second", 10)
+		if err != nil {
+			t.Errorf("second: %v", err)
+		}
+		second <- run
+	}()
+	eventually(t, 5*time.Second, "the second call waits", func() bool { return u.queue.queued() == 1 })
+
+	stop, err := callSlow(u, WithStop(context.Background()), "stop", 10)
+	if err != nil {
+		t.Fatalf("stop call with the queue full: %v", err)
+	}
+	if q := u.queue.queued(); q != 1 || !inFlight(u) {
+		t.Errorf("after the stop call: queued %d, in flight %v; want the second still waiting behind the first", q, inFlight(u))
+	}
+	a, b := <-first, <-second
+	switch {
+	case stop.End > a.End:
+		t.Errorf("the stop call ended after the call in flight: it waited for its turn")
+	case stop.Start < a.Start:
+		t.Errorf("the stop call started before the first call: the test did not set up a call in flight")
+	case b.Start < a.End:
+		t.Errorf("the second call started before the first ended")
+	}
+	// An unmarked call still queues: the queue was not left busy or free by the stop call.
+	if _, err := callSlow(u, context.Background(), "after", 10); err != nil || inFlight(u) {
+		t.Errorf("call after the stop: %v, in flight %v", err, inFlight(u))
+	}
+}
+
+// Admit is not asked for stop and inspection calls; an inspection call still takes its turn.
+func TestStopAndInspectionCallsAreNotAskedOfAdmit(t *testing.T) {
+	checkGoroutines(t)
+	refused := errors.New("locked out")
+	cfg := stdioServer(t, "tools")
+	cfg.Physical = true
+	var asked atomic.Int32
+	m, err := startManager(t, []config.Server{cfg}, Options{Admit: func(string) error {
+		asked.Add(1)
+		return refused
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	u := m.Get("robot")
+	if _, err := callSlow(u, ctx, "action", 1); !errors.Is(err, refused) {
+		t.Fatalf("unmarked call: err = %v, want the Admit error", err)
+	}
+	if _, err := callSlow(u, WithStop(ctx), "stop", 1); err != nil {
+		t.Errorf("stop call: %v", err)
+	}
+	if _, err := callSlow(u, WithInspection(ctx), "look", 1); err != nil {
+		t.Errorf("inspection call: %v", err)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("Admit asked %d times, want once (the unmarked call only)", n)
+	}
+
+	// An inspection waits for the call in flight: it is no stop.
+	if err := u.queue.acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	looked := make(chan error, 1)
+	go func() {
+		_, err := callSlow(u, WithInspection(ctx), "look", 1)
+		looked <- err
+	}()
+	eventually(t, 5*time.Second, "the inspection waits for its turn", func() bool { return u.queue.queued() == 1 })
+	select {
+	case err := <-looked:
+		t.Fatalf("the inspection did not wait for the call in flight: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	u.queue.release()
+	if err := <-looked; err != nil {
+		t.Errorf("inspection after its turn came: %v", err)
+	}
+}

@@ -41,7 +41,8 @@ type Options struct {
 	// Admit, if set, is asked right before a call is sent (after a physical server's call got
 	// its turn): an error refuses the call, which is then not sent, and Call returns that error
 	// wrapped. It must be fast; the gateway checks lockouts here, so that calls that queued
-	// behind a call that timed out are refused too.
+	// behind a call that timed out are refused too. It is not asked for calls marked WithStop
+	// or WithInspection, which stay allowed during a lockout.
 	Admit func(server string) error
 }
 

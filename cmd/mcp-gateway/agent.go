@@ -4,10 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/mcp-gateway/mcp-gateway/agent"
 	"github.com/mcp-gateway/mcp-gateway/agent/model"
@@ -15,15 +20,20 @@ import (
 )
 
 // runAgent runs the built-in agent on one task over the governed catalog, in-process: the
-// gateway is built as serve builds it (state file, policies, guards) but serves nothing. The
-// exit code is the run's (agent.Exit).
+// gateway is built as serve builds it (state file, policies, guards). While the run lasts it
+// serves its operators on gateway.listen (or --listen): the admin API, so that `mcp-gateway
+// approvals` answers the run's held calls, and /metrics, /healthz, /readyz; never /mcp. With
+// the listener off nobody could answer an approval, so a call that needs one is refused at once.
+// The exit code is the run's (agent.Exit).
 func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("agent", `agent -c FILE --task "…" | --task-file FILE [--transcript FILE] [--record FILE]`, stderr)
+	fs := newFlags("agent", `agent -c FILE --task "…" | --task-file FILE [--transcript FILE] [--record FILE] [--listen ADDR|off]`, stderr)
 	file := fs.String("c", "", "config file (required)")
 	task := fs.String("task", "", "the task, in plain words")
 	taskFile := fs.String("task-file", "", "read the task from this file")
 	transcript := fs.String("transcript", "", "write the transcript as JSONL to this file")
 	record := fs.String("record", "", "record the model's answers to this file, for replay with provider mock")
+	listen := fs.String("listen", "", "serve the admin API, /metrics, /healthz and /readyz on this `ADDR` instead of gateway.listen while the run lasts; "+
+		"off serves nothing, and a call that needs an operator's approval is then refused at once")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -63,12 +73,33 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		jsonl = f
 	}
 
+	addr, off := cfg.Gateway.Listen, `gateway.listen is ""`
+	if flagGiven(fs, "listen") {
+		addr, off = *listen, "--listen off"
+	}
+	if addr == "off" {
+		addr = ""
+	}
 	logger := newLogger(cfg, stderr)
 	gv, err := openGovernance(cfg, logger, stderr)
 	if err != nil {
 		return err
 	}
 	defer gv.close(logger)
+	opts := gateway.Options{Logger: logger, Store: gv.store, Registry: gv.registry, Policies: gv.policies, Guards: gv.guards}
+	var creds []gateway.Credential
+	if addr == "" {
+		opts.NoApprover = fmt.Sprintf("this agent serves no HTTP listener (%s), so no operator can reach its admin API to answer; "+
+			"start the gateway with an HTTP listener: set gateway.listen in %s or pass --listen HOST:PORT to mcp-gateway agent", off, *file)
+	} else {
+		if creds, err = gateway.LoadCredentials(cfg, os.LookupEnv); err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitError{1}
+		}
+		if opts.AdminToken, err = adminToken(cfg); err != nil {
+			return err
+		}
+	}
 	// The agent's metrics go on the gateway's registry; the transport reports its retries to
 	// them, so the model is built after the registry.
 	metrics := agent.NewMetrics(gv.registry, cfg.LLM.Provider)
@@ -85,7 +116,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer rec.Close()
 		m = rec
 	}
-	g, err := gateway.New(cfg, gateway.Options{Logger: logger, Store: gv.store, Registry: gv.registry, Policies: gv.policies, Guards: gv.guards})
+	g, err := gateway.New(cfg, opts)
 	if err != nil {
 		return err
 	}
@@ -94,8 +125,28 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			logger.Error("stopping upstreams", "error", err)
 		}
 	}()
+	// Bind before starting upstreams so that a port in use fails at once.
+	var ln net.Listener
+	if addr != "" {
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("cannot listen on %s for the admin API and metrics (gateway.listen, or --listen ADDR; --listen off for none): %w", addr, err)
+		}
+	}
 	if err := g.Start(ctx); err != nil {
+		if ln != nil {
+			ln.Close()
+		}
 		return err
+	}
+	if ln != nil {
+		stop := serveOperators(g, ln, creds, logger)
+		defer stop() // first: the admin API stops before the upstreams and the state file
+		hint := ""
+		if addr != cfg.Gateway.Listen {
+			hint = " --addr " + ln.Addr().String()
+		}
+		fmt.Fprintf(stderr, "mcp-gateway agent: answer approvals with `mcp-gateway approvals list -c %s%s` (admin API and metrics at http://%s)\n",
+			*file, hint, ln.Addr())
 	}
 
 	runID, err := newRunID()
@@ -136,4 +187,26 @@ func newRunID() (string, error) {
 		return "", err
 	}
 	return "agent-" + hex.EncodeToString(b[:]), nil
+}
+
+// serveOperators serves g's OperatorHandler on ln until the returned function is called, which
+// gives the requests in flight a moment and then closes every connection.
+func serveOperators(g *gateway.Gateway, ln net.Listener, creds []gateway.Credential, logger *slog.Logger) (stop func()) {
+	srv, limited := g.NewOperatorServer(ln, creds)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(limited); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("serving the admin API failed", "error", err)
+		}
+	}()
+	logger.Info("serving the admin API and metrics while the run lasts", "url", "http://"+ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if srv.Shutdown(ctx) != nil {
+			srv.Close()
+		}
+		<-done
+	}
 }

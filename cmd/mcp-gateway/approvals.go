@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,11 +20,12 @@ import (
 // runApprovals lists pending approval requests and answers them. Answers go through the running
 // gateway, whose call is waiting; a request of a gateway that stopped has no call left to run.
 func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("approvals", `approvals list|approve ID|deny ID [--reason "…"] [--operator NAME] -c FILE [--all] [--addr HOST:PORT] [--token TOKEN]`, stderr)
+	fs := newFlags("approvals", `approvals list|approve ID|deny ID [--reason "…"] [--operator NAME] -c FILE [--all] [--json] [--addr HOST:PORT] [--token TOKEN]`, stderr)
 	o := addOpsFlags(fs)
 	reason := fs.String("reason", "", "why, for the audit log (and, on deny, told to the caller)")
 	operator := fs.String("operator", defaultOperator(), "who answers, for the audit log")
 	all := fs.Bool("all", false, "list: every request, not only pending ones")
+	asJSON := fs.Bool("json", false, "list: print the requests as a JSON array, every field")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -39,6 +42,11 @@ func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	acc, err := openState(cfg, o, true)
 	if errors.Is(err, errNoStateFile) {
+		if *asJSON && pos[0] == "list" {
+			fmt.Fprintln(stdout, "[]")
+			fmt.Fprintln(stderr, "note: no gateway has run with this state directory")
+			return nil
+		}
 		fmt.Fprintln(stdout, "no approval requests: no gateway has run with this state directory")
 		return nil
 	}
@@ -66,7 +74,15 @@ func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return err
 		}
-		printApprovals(stdout, list)
+		if *asJSON {
+			if list == nil {
+				list = []store.Approval{}
+			}
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(list)
+		}
+		printApprovals(stdout, list, time.Now())
 		return nil
 	}
 
@@ -90,19 +106,27 @@ func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return nil
 }
 
-func printApprovals(w io.Writer, list []store.Approval) {
+// printApprovals prints one row per request with what a person needs to decide; the arguments
+// are shown as the audit keeps them (redacted), on one line and cut. --json has them whole.
+func printApprovals(w io.Writer, list []store.Approval, now time.Time) {
 	if len(list) == 0 {
 		fmt.Fprintln(w, "no approval requests")
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tPRINCIPAL\tTOOL\tRULE\tEXPIRES IN\tARGUMENTS")
+	fmt.Fprintln(tw, "ID\tSTATE\tEXPIRES IN\tPRINCIPAL\tSESSION\tSERVER\tTOOL\tRULE\tREASON\tARGUMENTS")
 	for _, a := range list {
-		left := time.Until(a.Expires).Round(time.Second)
-		if left < 0 {
-			left = 0
+		left := "-"
+		if a.State == store.ApprovalPending {
+			left = max(a.Expires.Sub(now), 0).Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.State, a.Principal, a.Tool, a.Rule, left, firstLine(string(a.Args), 60))
+		args := string(a.Args)
+		var compact bytes.Buffer
+		if json.Compact(&compact, a.Args) == nil {
+			args = compact.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.State, left, oneLine(a.Principal, 40), oneLine(a.Session, 40),
+			oneLine(a.Server, 40), a.Tool, a.Rule, oneLine(a.Reason, 40), oneLine(args, 60))
 	}
 	tw.Flush()
 }

@@ -103,7 +103,7 @@ func addFilterFlags(fs *flag.FlagSet) (*store.AuditFilter, *string) {
 	fs.StringVar(&f.Server, "server", "", "only records of this server")
 	fs.StringVar(&f.Tool, "tool", "", "only records of this public tool name")
 	fs.StringVar(&f.Kind, "kind", "", "only records with this failure kind (unknown_tool, invalid_tool_arguments, mcp_execution_status_unknown, ...)")
-	fs.StringVar(&f.Type, "type", "", "only records of this type: call, lockout, operator or checkpoint")
+	fs.StringVar(&f.Type, "type", "", "only records of this type: call, lockout, operator, approval or checkpoint")
 	since := fs.String("since", "", "only records from `TIME` on: a duration back from now (2h) or an RFC 3339 time")
 	return f, since
 }
@@ -247,7 +247,7 @@ func (p *recordPrinter) flush() error {
 // action.
 func recordOutcome(r store.Record) string {
 	switch {
-	case (r.Type == store.RecordOperator || r.Type == store.RecordCheckpoint) && r.Action != "":
+	case (r.Type == store.RecordOperator || r.Type == store.RecordCheckpoint || r.Type == store.RecordApproval) && r.Action != "":
 		return r.Action
 	case r.Outcome != "":
 		return r.Outcome

@@ -2,20 +2,27 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/gateway"
+	"github.com/mcp-gateway/mcp-gateway/upstream"
 )
 
-func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("check", "check -c FILE", stderr)
-	file := fs.String("c", "", "config file (required)")
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("check", "check -c FILE [--addr HOST:PORT] [--token TOKEN]", stderr)
+	o := addOpsFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(fs, *file, stderr)
+	cfg, err := o.loadConfig(fs, stderr)
 	if err != nil {
 		return err
 	}
@@ -29,9 +36,180 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return exitError{1}
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d servers, tool names %s, %d policy rules, default %s)\n",
-		*file, len(cfg.Servers), cfg.Gateway.ToolNames, len(engine.Rules()), cfg.Policies.Default)
+	ex := checkExemptTools(ctx, cfg, o)
+	problems := append(ex.problems, gateway.StopToolRules(cfg, engine.Rules())...)
+	for _, n := range ex.notes {
+		fmt.Fprintln(stderr, n)
+	}
+	// A command that cannot be found is a warning, not an error: it may be installed before the
+	// gateway starts, and a gateway retries a server that does not start.
+	for i, s := range cfg.Servers {
+		var ce *upstream.CommandError
+		if errors.As(upstream.CheckCommand(s), &ce) {
+			fmt.Fprintf(stderr, "%s:%d: servers[%d] (%s): warning: command %q %s; the gateway would retry starting it (serve --require-all stops instead)\n",
+				cfg.Path, s.CommandLine, i, s.Name, ce.Command, ce.Why)
+		}
+	}
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintln(stderr, p)
+		}
+		return exitError{1}
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d servers, tool names %s, %d policy rules, default %s, %s, %s)\n",
+		cfg.Path, len(cfg.Servers), cfg.Gateway.ToolNames, len(engine.Rules()), cfg.Policies.Default,
+		count(len(ex.stops), "stop tool"), count(len(ex.inspection), "inspection tool"))
+	if len(ex.stops) > 0 {
+		fmt.Fprintf(stdout, "stop tools (always callable, sent beside the call in flight): %s\n", strings.Join(ex.stops, ", "))
+	}
+	if len(ex.inspection) > 0 {
+		fmt.Fprintf(stdout, "inspection tools (allow_while_locked, callable during a lockout): %s\n", strings.Join(ex.inspection, ", "))
+	}
 	return nil
+}
+
+func count(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// exemptCheck is what check found about the tools that stay callable during a lockout.
+type exemptCheck struct {
+	stops, inspection []string // public names, for the summary
+	problems, notes   []string
+}
+
+// override is one stop or allow_while_locked override, where it is written.
+type override struct {
+	index  int // of the server in servers
+	server *config.Server
+	tool   string
+	config.ToolOverride
+}
+
+// where is the override's key as config errors name it: "file:line: servers[i] (name): tools.overrides.tool.key".
+func (o override) where(cfg *config.Config, key string) string {
+	return fmt.Sprintf("%s:%d: servers[%d] (%s): tools.overrides.%s.%s", cfg.Path, o.Line, o.index, o.server.Name, o.tool, key)
+}
+
+// checkExemptTools verifies allow_while_locked against the annotations the gateway has seen:
+// those of the running gateway's catalog (GET /admin/tools), else those pinned in the state file.
+// It never starts a server: that would start a second driver on a robot. What cannot be known yet
+// is a note; the gateway verifies it when the server lists its tools, and refuses the tool
+// during a lockout unless the server annotates it read-only.
+func checkExemptTools(ctx context.Context, cfg *config.Config, o *opsFlags) exemptCheck {
+	var ex exemptCheck
+	var overrides []override
+	for i := range cfg.Servers {
+		s := &cfg.Servers[i]
+		for name, ov := range s.Tools.Overrides {
+			if !ov.Stop && !ov.AllowWhileLocked {
+				continue
+			}
+			overrides = append(overrides, override{index: i, server: s, tool: name, ToolOverride: ov})
+		}
+	}
+	if len(overrides) == 0 {
+		return ex
+	}
+	sort.Slice(overrides, func(i, j int) bool {
+		a, b := overrides[i], overrides[j]
+		return a.index < b.index || (a.index == b.index && a.Line < b.Line)
+	})
+	seen, from, why := seenTools(ctx, cfg, o)
+	for _, ov := range overrides {
+		public := gateway.PublicName(cfg.Gateway.ToolNames, ov.server.Name, ov.tool)
+		if ov.Stop {
+			ex.stops = append(ex.stops, public)
+			if tools, known := seen[ov.server.Name]; known {
+				if _, listed := tools[ov.tool]; !listed {
+					ex.notes = append(ex.notes, fmt.Sprintf("%s: note: %s has no tool %s of server %s; if the server does not list it, it has no stop tool",
+						ov.where(cfg, "stop"), from, ov.tool, ov.server.Name))
+				}
+			}
+			continue
+		}
+		if !ov.server.Physical {
+			ex.notes = append(ex.notes, fmt.Sprintf("%s: note: has no effect: server %s is not physical, so it is never locked out", ov.where(cfg, "allow_while_locked"), ov.server.Name))
+			continue
+		}
+		tool, listed := seen[ov.server.Name][ov.tool]
+		ann := tool.hints
+		switch {
+		case from == "":
+			ex.inspection = append(ex.inspection, public+" (not verified yet)")
+			ex.notes = append(ex.notes, fmt.Sprintf("%s: note: cannot be verified yet: %s; the gateway verifies it when server %s lists its tools, and refuses the tool during a lockout unless the server annotates it readOnlyHint: true",
+				ov.where(cfg, "allow_while_locked"), why, ov.server.Name))
+		case !listed || !tool.hintsKnown:
+			ex.inspection = append(ex.inspection, public+" (not verified yet)")
+			ex.notes = append(ex.notes, fmt.Sprintf("%s: note: cannot be verified yet: %s has no annotations of tool %s of server %s; the gateway verifies it when the server lists the tool",
+				ov.where(cfg, "allow_while_locked"), from, ov.tool, ov.server.Name))
+		case ann == nil || !ann.ReadOnlyHint:
+			hints := "without annotations"
+			if ann != nil {
+				hints = "with readOnlyHint false"
+			}
+			ex.problems = append(ex.problems, fmt.Sprintf("%s: tool %s of server %s is not read-only: %s lists it %s, so calling it during a lockout could move the robot; "+
+				"only a tool whose server annotates it readOnlyHint: true may stay callable; remove allow_while_locked",
+				ov.where(cfg, "allow_while_locked"), ov.tool, ov.server.Name, from, hints))
+		default:
+			ex.inspection = append(ex.inspection, public)
+		}
+	}
+	return ex
+}
+
+// seenTool is what the gateway has seen of one upstream tool: that its server lists it, and its
+// annotations when they are known (hints nil: the server gave none).
+type seenTool struct {
+	hints      *mcp.ToolAnnotations
+	hintsKnown bool
+}
+
+// seenTools returns the tools the gateway has seen, by server and upstream tool name, and where
+// they come from: the running gateway's catalog, else the pins of the state file. When neither
+// can be read, from is "" and why says why.
+func seenTools(ctx context.Context, cfg *config.Config, o *opsFlags) (seen map[string]map[string]seenTool, from, why string) {
+	seen = map[string]map[string]seenTool{}
+	add := func(server, tool string, t seenTool) {
+		if seen[server] == nil {
+			seen[server] = map[string]seenTool{}
+		}
+		seen[server][tool] = t
+	}
+	acc, err := openState(cfg, o, true)
+	switch {
+	case errors.Is(err, errNoStateFile):
+		return nil, "", "no gateway has run with this state_dir, so no server has listed its tools yet"
+	case err != nil:
+		return nil, "", err.Error()
+	}
+	defer acc.Close()
+	if acc.api != nil {
+		var tools []gateway.ToolStatus
+		if err := acc.api.getJSON(ctx, "/admin/tools", &tools); err != nil {
+			return nil, "", err.Error()
+		}
+		for _, t := range tools {
+			add(t.Server, t.Upstream, seenTool{hints: t.Annotations, hintsKnown: true})
+		}
+		return seen, "the running gateway", ""
+	}
+	pins, err := acc.st.ListPins("")
+	if err != nil {
+		return nil, "", err.Error()
+	}
+	for _, p := range pins {
+		var t seenTool
+		// A pin stored before pins kept annotations has none: they are unknown.
+		if len(p.Annotations) > 0 && json.Unmarshal(p.Annotations, &t.hints) == nil {
+			t.hintsKnown = true
+		}
+		add(p.Server, p.Tool, t)
+	}
+	return seen, "the state file " + acc.st.Path() + " (the tools as last pinned)", ""
 }
 
 func runSchema(_ context.Context, args []string, stdout, stderr io.Writer) error {

@@ -71,7 +71,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 
-	g, err := gateway.New(cfg, gateway.Options{Logger: logger, RequireAll: *requireAll, Store: gv.store, Registry: gv.registry, AdminToken: token, Policies: gv.policies, Guards: gv.guards})
+	opts := gateway.Options{Logger: logger, RequireAll: *requireAll, Store: gv.store, Registry: gv.registry, AdminToken: token, Policies: gv.policies, Guards: gv.guards}
+	if addr == "" {
+		opts.NoApprover = "this gateway serves stdio only (--stdio without --listen), so no operator can reach its admin API to answer; " +
+			"start the gateway with an HTTP listener: add --listen HOST:PORT to mcp-gateway serve --stdio"
+	}
+	g, err := gateway.New(cfg, opts)
 	if err != nil {
 		return err
 	}

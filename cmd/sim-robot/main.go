@@ -40,6 +40,10 @@ type config struct {
 	record         string
 	banner         string
 	bannerBytes    int
+	// travelTime is how long navigate_to takes (0: it arrives at once);
+	// brakeTime how long a cancelled one brakes before it stands still.
+	travelTime time.Duration
+	brakeTime  time.Duration
 
 	// screen plants text for the gateway's screening tests (screening.go).
 	screen screening
@@ -140,9 +144,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.lateTool, "late-tool", false, "add the tool calibrate 500ms after the client initializes")
 	fs.BoolVar(&cfg.secret, "secret", false, "put a fake AWS access key in get_scene's observation")
 	fs.StringVar(&cfg.inject, "inject", "", "append `text` (say, a prompt injection) to get_scene's observation, as if read from a label in the cell")
-	fs.StringVar(&cfg.record, "record", "", "append one JSON line {\"tool\",\"args\"} per call to `file`")
+	fs.StringVar(&cfg.record, "record", "", "append one JSON line {\"tool\",\"args\",\"at\"} per call to `file`")
 	fs.StringVar(&cfg.banner, "banner", "", "print `text` as a line on stdout before serving, as a driver that logs to the wrong stream would")
 	fs.IntVar(&cfg.bannerBytes, "banner-bytes", 0, "print a line of `n` bytes (x…) on stdout before serving, after -banner")
+	fs.DurationVar(&cfg.travelTime, "travel-time", 0, "navigate_to takes this `duration` to arrive, and can be cancelled or stopped on the way (0: it arrives at once)")
+	fs.DurationVar(&cfg.brakeTime, "brake-time", 500*time.Millisecond, "a navigate_to cancelled on the way brakes for this `duration` before it answers")
 	addScreeningFlags(fs, &cfg.screen)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -152,15 +158,20 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fmt.Fprintln(stderr, "sim-robot:", err)
 		return config{}, err
 	}
-	if cfg.bannerBytes < 0 {
-		err := errors.New("-banner-bytes must not be negative")
-		fmt.Fprintln(stderr, "sim-robot:", err)
-		return config{}, err
-	}
-	if cfg.crashAfter < 0 {
-		err := errors.New("-crash-after must not be negative")
-		fmt.Fprintln(stderr, "sim-robot:", err)
-		return config{}, err
+	for _, c := range []struct {
+		bad  bool
+		what string
+	}{
+		{cfg.bannerBytes < 0, "-banner-bytes"},
+		{cfg.crashAfter < 0, "-crash-after"},
+		{cfg.travelTime < 0, "-travel-time"},
+		{cfg.brakeTime < 0, "-brake-time"},
+	} {
+		if c.bad {
+			err := errors.New(c.what + " must not be negative")
+			fmt.Fprintln(stderr, "sim-robot:", err)
+			return config{}, err
+		}
 	}
 	return cfg, nil
 }

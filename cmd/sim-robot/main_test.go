@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -183,5 +187,111 @@ func TestProcessStopsOnSIGTERMDuringHang(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "stopped by signal") {
 		t.Errorf("stderr %q does not say it stopped on the signal", stderr)
+	}
+}
+
+// rawPeer speaks JSON-RPC to a sim-robot process line by line, so a test can
+// put several messages in one write.
+type rawPeer struct {
+	t       *testing.T
+	stdin   io.Writer
+	replies chan map[string]any
+}
+
+func startRawPeer(t *testing.T, env []string, args ...string) *rawPeer {
+	t.Helper()
+	cmd, stderr := robotCommand(args...)
+	cmd.Env = append(cmd.Env, env...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &rawPeer{t: t, stdin: stdin, replies: make(chan map[string]any, 16)}
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil && m["id"] != nil {
+				p.replies <- m
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		stdin.Close()
+		<-read // stdout is read to its end before Wait closes it
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("sim-robot exited with %v; stderr: %s", err, stderr)
+		}
+	})
+	p.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}`)
+	p.await("init")
+	p.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return p
+}
+
+// send writes messages, each a line, in a single write.
+func (p *rawPeer) send(messages ...string) {
+	p.t.Helper()
+	if _, err := io.WriteString(p.stdin, strings.Join(messages, "\n")+"\n"); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// await returns the reply to id, skipping replies to others.
+func (p *rawPeer) await(id any) map[string]any {
+	p.t.Helper()
+	for {
+		select {
+		case m := <-p.replies:
+			if fmt.Sprint(m["id"]) == fmt.Sprint(id) {
+				return m
+			}
+		case <-time.After(10 * time.Second):
+			p.t.Fatalf("no reply to %v within 10s", id)
+		}
+	}
+}
+
+func (p *rawPeer) callTool(id, tool string) map[string]any {
+	p.t.Helper()
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"method":"tools/call","params":{"name":%q,"arguments":{}}}`, id, tool))
+	res, _ := p.await(id)["result"].(map[string]any)
+	env, _ := res["structuredContent"].(map[string]any)
+	return env
+}
+
+// The SDK applies a cancellation on a goroutine of its own; the robot waits
+// for it before it handles the next message, so a stop right behind a
+// cancellation on the wire, even in the same write, always finds the
+// cancelled navigate_to braking. One processor makes the race likelier.
+func TestProcessStopBehindACancellationFindsItBraking(t *testing.T) {
+	p := startRawPeer(t, []string{"GOMAXPROCS=1"}, "-travel-time", "10s", "-brake-time", "5s")
+	for i := range 30 {
+		nav := fmt.Sprintf("nav-%d", i)
+		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"method":"tools/call","params":{"name":"navigate_to","arguments":{"target":%q}}}`,
+			nav, []string{"table", "counter"}[i%2]))
+		for j := 0; ; j++ {
+			scene, _ := p.callTool(fmt.Sprintf("scene-%d-%d", i, j), "get_scene")["scene"].(map[string]any)
+			if scene["motion"] == motionDriving {
+				break
+			}
+		}
+		stop := fmt.Sprintf("stop-%d", i)
+		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%q}}`, nav),
+			fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"method":"tools/call","params":{"name":"stop","arguments":{}}}`, stop))
+		res, _ := p.await(stop)["result"].(map[string]any)
+		env, _ := res["structuredContent"].(map[string]any)
+		if got := env["interrupted"]; !reflect.DeepEqual(got, []any{map[string]any{"tool": "navigate_to", "state": "braking"}}) {
+			t.Fatalf("round %d: the stop behind the cancellation interrupted %v, want the navigate_to braking", i, got)
+		}
 	}
 }

@@ -26,12 +26,13 @@ const lateToolDelay = 500 * time.Millisecond
 // robot serves the cell over MCP. It owns the world, the call statistics and
 // the faults the flags inject.
 type robot struct {
-	cfg   config
-	world *World
-	stats *callStats
-	rec   *recorder // nil without -record
-	log   *slog.Logger
-	out   *stdout // the protocol's stream, for the stdout faults
+	cfg     config
+	world   *World
+	actions *actions // what the stop tool ends
+	stats   *callStats
+	rec     *recorder // nil without -record
+	log     *slog.Logger
+	out     *stdout // the protocol's stream, for the stdout faults
 	// done closes when the process shuts down; tools that block return then,
 	// so a shutdown never waits on a hung call.
 	done <-chan struct{}
@@ -45,11 +46,22 @@ type handler func(ctx context.Context, req *mcp.CallToolRequest) *mcp.CallToolRe
 // ctx bounds the server's life: tools blocked in wait or a hang return when
 // it ends.
 func newServer(ctx context.Context, cfg config, world *World, rec *recorder, log *slog.Logger, out *stdout) *mcp.Server {
-	r := &robot{cfg: cfg, world: world, stats: newCallStats(), rec: rec, log: log, out: out, done: ctx.Done()}
+	r := newRobot(ctx, cfg, world, rec, log, out)
 	srv := mcp.NewServer(&mcp.Implementation{Name: cfg.name, Version: "1.0.0"}, &mcp.ServerOptions{
 		Instructions: "A simulated robot cell. Call get_scene first; navigate_to a place before picking or placing there.",
 		// Not the SDK's default {"logging":{}}: the robot logs to stderr only.
 		Capabilities: &mcp.ServerCapabilities{},
+	})
+	// A cancellation has reached the call it cancels before the robot
+	// handles the next message, so a stop behind it finds that call braking.
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			if method == "notifications/cancelled" {
+				r.actions.awaitCancellation(cancelSettle)
+			}
+			return res, err
+		}
 	})
 	if cfg.lateTool {
 		var once sync.Once
@@ -109,7 +121,7 @@ func newServer(ctx context.Context, cfg config, world *World, rec *recorder, log
 	addTool(r, srv, &mcp.Tool{
 		Name: "wait",
 		Description: "Hold still for timeout_sec seconds, reporting progress, for example to let a liquid settle. " +
-			"Cancelling the call ends the wait early.",
+			"Cancelling the call or calling stop ends the wait early.",
 		InputSchema: objectSchema(map[string]any{
 			"timeout_sec": map[string]any{
 				"type":             "number",
@@ -120,10 +132,11 @@ func newServer(ctx context.Context, cfg config, world *World, rec *recorder, log
 		}, "timeout_sec"),
 		Annotations: physical("Wait", true),
 	}, true, r.wait)
+	r.addStop(srv)
 	addTool(r, srv, &mcp.Tool{
 		Name: "robot_stats",
-		Description: "Diagnostics: how many times each tool was called since the robot started (this call included) " +
-			"and how many calls saw a cancellation. Changes nothing.",
+		Description: "Diagnostics: how many times each tool was called since the robot started (this call included), " +
+			"how many calls saw a cancellation and how many actions stop ended. Changes nothing.",
 		InputSchema: objectSchema(nil),
 		Annotations: readOnly("Call statistics"),
 	}, false, r.robotStats)
@@ -158,6 +171,11 @@ func newServer(ctx context.Context, cfg config, world *World, rec *recorder, log
 	return srv
 }
 
+// newRobot returns the robot behind newServer's tools.
+func newRobot(ctx context.Context, cfg config, world *World, rec *recorder, log *slog.Logger, out *stdout) *robot {
+	return &robot{cfg: cfg, world: world, actions: &actions{}, stats: newCallStats(), rec: rec, log: log, out: out, done: ctx.Done()}
+}
+
 // addTool registers a well-behaved tool: its arguments are decoded strictly
 // into In and it answers with an envelope. Bad arguments get a failure
 // envelope, as every other failure does, with a run id when the tool is
@@ -180,10 +198,7 @@ func addTool[In any](r *robot, srv *mcp.Server, t *mcp.Tool, isPhysical bool, h 
 // recorded before anything else, then the flags' faults get their chance,
 // then h runs. isPhysical says whether results carry a run id.
 func (r *robot) register(srv *mcp.Server, t *mcp.Tool, isPhysical bool, h handler) {
-	if r.cfg.describeSuffix != "" {
-		t.Description += " " + r.cfg.describeSuffix
-	}
-	r.cfg.screen.poison(t)
+	r.define(t)
 	srv.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		total := r.stats.count(t.Name)
 		if r.rec != nil {
@@ -196,6 +211,14 @@ func (r *robot) register(srv *mcp.Server, t *mcp.Tool, isPhysical bool, h handle
 		}
 		return h(ctx, req), nil
 	})
+}
+
+// define applies the flags that change tool definitions to t.
+func (r *robot) define(t *mcp.Tool) {
+	if r.cfg.describeSuffix != "" {
+		t.Description += " " + r.cfg.describeSuffix
+	}
+	r.cfg.screen.poison(t)
 }
 
 // addLate adds calibrate once, lateToolDelay after a client initializes, so
@@ -237,7 +260,11 @@ type navigateArgs struct {
 
 func (a navigateArgs) validate() error { return required("target", a.Target) }
 
-func (r *robot) navigate(_ context.Context, _ *mcp.CallToolRequest, in navigateArgs) envelope {
+// navigate arrives at once, or after -travel-time (drive).
+func (r *robot) navigate(ctx context.Context, req *mcp.CallToolRequest, in navigateArgs) envelope {
+	if r.cfg.travelTime > 0 {
+		return r.drive(ctx, req, in.Target)
+	}
 	return fromOutcome(r.world.Navigate(in.Target))
 }
 
@@ -279,52 +306,54 @@ func (a waitArgs) validate() error {
 	return nil
 }
 
-// wait sleeps for the requested time. When the client asked for progress it
-// reports every 100ms, or in ten steps when the wait is under a second.
+// wait holds still for the requested time, reporting progress when the
+// client asked for it. A cancellation or a stop ends it at once.
 func (r *robot) wait(ctx context.Context, req *mcp.CallToolRequest, in waitArgs) envelope {
 	runID := r.world.NewRunID()
+	x := r.actions.begin(ctx, "wait", false, func() (string, bool) { return fmt.Sprintf("wait of %gs", in.TimeoutSec), true })
 	d := time.Duration(in.TimeoutSec * float64(time.Second))
-	step := max(min(100*time.Millisecond, d/10), time.Millisecond)
 	start := time.Now()
-	ticker := time.NewTicker(step)
-	defer ticker.Stop()
-	finished := time.NewTimer(d)
-	defer finished.Stop()
-	token := req.Params.GetProgressToken()
-	for {
-		select {
-		case <-finished.C:
+	ended := r.hold(ctx, req, x, d, func(passed time.Duration) string {
+		return fmt.Sprintf("waited %s of %gs", seconds(passed), in.TimeoutSec)
+	})
+	switch ended {
+	case elapsed:
+		if r.actions.end(x, nil) {
 			return success(fmt.Sprintf("waited %gs", in.TimeoutSec)).with("run_id", runID)
-		case <-ticker.C:
-			if token == nil {
-				continue
-			}
-			elapsed := min(time.Since(start).Seconds(), in.TimeoutSec)
-			err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-				ProgressToken: token,
-				Progress:      elapsed,
-				Total:         in.TimeoutSec,
-				Message:       fmt.Sprintf("waited %.1fs of %gs", elapsed, in.TimeoutSec),
-			})
-			if err != nil && ctx.Err() == nil {
-				r.log.Warn("cannot send progress", "tool", "wait", "err", err)
-			}
-		case <-ctx.Done():
-			// Log before counting: whoever sees the count also finds the line.
-			r.log.Info("wait cancelled", "after", time.Since(start).Round(time.Millisecond))
-			r.stats.cancel()
-			return failure(fmt.Sprintf("the wait was cancelled after %.1fs", time.Since(start).Seconds())).with("run_id", runID)
-		case <-r.done:
-			return failure("the robot is shutting down").with("run_id", runID)
 		}
+		// A stop came just as the time was up: it wins.
+	case cancelled:
+		r.actions.end(x, nil)
+		r.sawCancel("wait", start)
+		return failure(fmt.Sprintf("the wait was cancelled after %s", seconds(time.Since(start)))).with("run_id", runID)
+	case shutDown:
+		r.actions.end(x, nil)
+		return failure("the robot is shutting down").with("run_id", runID)
 	}
+	if ctx.Err() != nil {
+		// The cancellation and the stop both came before the wait noticed
+		// either: it saw the cancellation too.
+		r.sawCancel("wait", start)
+	}
+	r.log.Info("wait stopped by the stop tool", "after", time.Since(start).Round(time.Millisecond))
+	return failure(fmt.Sprintf("the wait was stopped by the stop tool after %s of %gs", seconds(time.Since(start)), in.TimeoutSec)).
+		with("run_id", runID)
+}
+
+// sawCancel logs and counts that a call of tool, begun at start, saw its
+// cancellation.
+func (r *robot) sawCancel(tool string, start time.Time) {
+	// Log before counting: whoever sees the count also finds the line.
+	r.log.Info(tool+" cancelled", "after", time.Since(start).Round(time.Millisecond))
+	r.stats.cancel()
 }
 
 func (r *robot) robotStats(_ context.Context, _ *mcp.CallToolRequest, _ noArgs) envelope {
-	calls, total, cancelled := r.stats.snapshot()
-	return success(fmt.Sprintf("%d calls since start, %d cancelled", total, cancelled)).
-		with("calls", calls).
-		with("cancelled", cancelled)
+	s := r.stats.snapshot()
+	return success(fmt.Sprintf("%d calls since start, %d cancelled, %d stopped", s.total, s.cancelled, s.stopped)).
+		with("calls", s.calls).
+		with("cancelled", s.cancelled).
+		with("stopped", s.stopped)
 }
 
 // decodeArgs decodes a call's arguments into In, refusing unknown fields,

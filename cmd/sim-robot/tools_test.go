@@ -222,7 +222,7 @@ func TestToolDefinitions(t *testing.T) {
 			t.Errorf("%s: description %q lacks the -describe-suffix", tool.Name, tool.Description)
 		}
 	}
-	want := []string{"big_result", "fault", "get_scene", "navigate_to", "open_drawer", "pick_object", "place_object", "robot_stats", "wait"}
+	want := []string{"big_result", "fault", "get_scene", "navigate_to", "open_drawer", "pick_object", "place_object", "robot_stats", "stop", "wait"}
 	for _, name := range want {
 		if byName[name] == nil {
 			t.Fatalf("tool %s is missing from %v", name, res.Tools)
@@ -233,10 +233,13 @@ func TestToolDefinitions(t *testing.T) {
 			t.Errorf("%s is not annotated read-only", name)
 		}
 	}
-	for _, name := range []string{"navigate_to", "pick_object", "place_object", "open_drawer"} {
+	for _, name := range []string{"navigate_to", "pick_object", "place_object", "open_drawer", "stop"} {
 		if a := byName[name].Annotations; a == nil || a.ReadOnlyHint || a.DestructiveHint == nil || *a.DestructiveHint {
 			t.Errorf("%s: annotations %+v, want a non-destructive write", name, a)
 		}
+	}
+	if a := byName["stop"].Annotations; !a.IdempotentHint || a.Title == "" {
+		t.Errorf("stop: annotations %+v, want idempotent with a title", a)
 	}
 }
 
@@ -421,21 +424,45 @@ func TestRecordWritesOneLinePerCall(t *testing.T) {
 	}
 	defer rec.Close()
 	h := start(t, config{}, rec, nil)
+	before := time.Now()
 	h.call(t, "navigate_to", map[string]any{"target": "table"})
 	h.call(t, "get_scene", nil)
+	after := time.Now()
 
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var lines []string
+	var lines []map[string]json.RawMessage
 	for sc := bufio.NewScanner(f); sc.Scan(); {
-		lines = append(lines, sc.Text())
+		var line map[string]json.RawMessage
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatalf("record line %q: %v", sc.Text(), err)
+		}
+		lines = append(lines, line)
 	}
-	want := []string{`{"tool":"navigate_to","args":{"target":"table"}}`, `{"tool":"get_scene","args":{}}`}
-	if !reflect.DeepEqual(lines, want) {
-		t.Fatalf("record file = %q, want %q", lines, want)
+	want := []struct{ tool, args string }{{`"navigate_to"`, `{"target":"table"}`}, {`"get_scene"`, `{}`}}
+	if len(lines) != len(want) {
+		t.Fatalf("record file has %d lines, want %d", len(lines), len(want))
+	}
+	last := before
+	for i, line := range lines {
+		if len(line) != 3 || string(line["tool"]) != want[i].tool || string(line["args"]) != want[i].args {
+			t.Errorf("line %d = %s, want tool %s, args %s and at, nothing else", i, line, want[i].tool, want[i].args)
+		}
+		var text string
+		if err := json.Unmarshal(line["at"], &text); err != nil {
+			t.Fatalf("line %d: at %s is not a string", i, line["at"])
+		}
+		at, err := time.Parse(time.RFC3339Nano, text)
+		if err != nil || len(text) != len("2006-01-02T15:04:05.000000000Z") || !strings.HasSuffix(text, "Z") {
+			t.Fatalf("line %d: at %q, want RFC 3339 in UTC with nanoseconds (%v)", i, text, err)
+		}
+		if at.Before(last) || at.After(after) {
+			t.Errorf("line %d: at %v, want from %v to %v and in order", i, at, last, after)
+		}
+		last = at
 	}
 }
 

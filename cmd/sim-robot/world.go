@@ -13,6 +13,14 @@ const gripper = "gripper"
 // drawer is the one openable place; open_drawer acts on it.
 const drawer = "drawer"
 
+// How the robot moves: it stands still, drives to a place (navigate_to with
+// -travel-time) or brakes after that drive was cancelled.
+const (
+	motionStill   = "still"
+	motionDriving = "driving"
+	motionBraking = "braking"
+)
+
 // Place is a named spot the robot can drive to and put objects on (or in).
 type Place struct {
 	Name     string `json:"name"`
@@ -31,10 +39,16 @@ type Object struct {
 
 // Scene is a snapshot of the whole cell, safe to keep after the world changes.
 type Scene struct {
-	RobotLocation string   `json:"robot_location"`
-	Holding       *string  `json:"holding"` // null when the gripper is empty
-	Places        []Place  `json:"places"`
-	Objects       []Object `json:"objects"`
+	// RobotLocation is the place the robot is at, or "between home and
+	// table" while it is on its way or was stopped on the way.
+	RobotLocation string `json:"robot_location"`
+	// Between is null at a place, else the last place the robot stood at and
+	// the place it headed for.
+	Between []string `json:"between"`
+	Motion  string   `json:"motion"`  // still, driving or braking
+	Holding *string  `json:"holding"` // null when the gripper is empty
+	Places  []Place  `json:"places"`
+	Objects []Object `json:"objects"`
 }
 
 // Outcome is the result of one physical action. Every action, successful or
@@ -48,14 +62,28 @@ type Outcome struct {
 	Holding     string // what the robot holds after the action, "" for nothing
 }
 
+// Trip is a drive under way: Depart starts it, Arrive or Halt ends it.
+type Trip struct {
+	From, To string // places
+	RunID    string
+}
+
 // World is the simulated robot cell. All methods are safe for concurrent use;
 // the state changes only through them, so a run is deterministic for a given
 // sequence of calls.
+//
+// A drive that takes time leaves the robot between two places until it
+// arrives. Stopped or cancelled on the way, it stays between them: it can
+// pick, place or open nothing until navigate_to brings it to a place again.
 type World struct {
-	mu       sync.Mutex
-	places   []Place  // in a fixed order, so scenes read the same every time
-	objects  []Object // likewise
+	mu      sync.Mutex
+	places  []Place  // in a fixed order, so scenes read the same every time
+	objects []Object // likewise
+	// location is the place the robot stands at, "" while it is between the
+	// two places of leg: the last one it stood at and the one it headed for.
 	location string
+	leg      [2]string
+	motion   string
 	holding  string
 	lastRun  int
 }
@@ -79,6 +107,7 @@ func NewWorld() *World {
 			{Name: "spoon", Location: drawer},
 		},
 		location: "home",
+		motion:   motionStill,
 	}
 }
 
@@ -87,9 +116,13 @@ func (w *World) Scene() Scene {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := Scene{
-		RobotLocation: w.location,
+		RobotLocation: w.locationLocked(),
+		Motion:        w.motion,
 		Places:        slices.Clone(w.places),
 		Objects:       slices.Clone(w.objects),
+	}
+	if w.location == "" {
+		s.Between = []string{w.leg[0], w.leg[1]}
 	}
 	if w.holding != "" {
 		held := w.holding
@@ -101,10 +134,20 @@ func (w *World) Scene() Scene {
 // Describe renders the scene as the sentences a model reads.
 func (s Scene) Describe() string {
 	var b strings.Builder
-	if s.Holding == nil {
-		fmt.Fprintf(&b, "The robot is at %s with an empty gripper.", spot(s.RobotLocation))
-	} else {
-		fmt.Fprintf(&b, "The robot is at %s holding the %s.", spot(s.RobotLocation), *s.Holding)
+	gripped := "with an empty gripper"
+	if s.Holding != nil {
+		gripped = "holding the " + *s.Holding
+	}
+	switch {
+	case s.Between == nil:
+		fmt.Fprintf(&b, "The robot is at %s %s.", spot(s.RobotLocation), gripped)
+	case s.Motion == motionDriving:
+		fmt.Fprintf(&b, "The robot is driving from %s to %s %s.", spot(s.Between[0]), spot(s.Between[1]), gripped)
+	case s.Motion == motionBraking:
+		fmt.Fprintf(&b, "The robot is braking between %s and %s %s.", spot(s.Between[0]), spot(s.Between[1]), gripped)
+	default:
+		fmt.Fprintf(&b, "The robot stands between %s and %s %s; navigate_to a place before picking or placing.",
+			spot(s.Between[0]), spot(s.Between[1]), gripped)
 	}
 	for _, p := range s.Places {
 		var here []string
@@ -137,27 +180,113 @@ func (w *World) NewRunID() string {
 	return w.newRunLocked()
 }
 
-// Navigate drives the robot to a place, or to the place where an object is.
+// Navigate drives the robot to a place, or to the place where an object is,
+// at once.
 func (w *World) Navigate(target string) Outcome {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	dest := target
-	if _, ok := w.place(target); !ok {
-		o, ok := w.object(target)
-		switch {
-		case !ok:
-			return w.fail("unknown target %q: navigate to a place (%s) or to an object's name (%s); call get_scene to see the cell",
-				target, w.placeNames(), w.objectNames())
-		case o.Location == gripper:
-			return w.fail("the robot is holding the %s, so it is already with it; navigate to a place instead", target)
-		}
-		dest = o.Location
-	}
-	if dest == w.location {
+	dest, refusal, ok := w.destinationLocked(target)
+	switch {
+	case !ok:
+		return refusal
+	case dest == w.location:
 		return w.ok("the robot is already at %s", spot(dest))
 	}
-	w.location = dest
+	w.location, w.leg = dest, [2]string{}
 	return w.ok("the robot drove to %s", spot(dest))
+}
+
+// Depart starts a drive to a place, or to the place where an object is: the
+// robot leaves and is driving between places until Arrive or Halt. When there
+// is nothing to drive (the robot is there already, the target is unknown, it
+// is moving) moving is false and done is the whole answer.
+func (w *World) Depart(target string) (trip Trip, done Outcome, moving bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	dest, refusal, ok := w.destinationLocked(target)
+	switch {
+	case !ok:
+		return Trip{}, refusal, false
+	case dest == w.location:
+		return Trip{}, w.ok("the robot is already at %s", spot(dest)), false
+	}
+	// From between two places, the leg counts from the last place the robot
+	// stood at: the simulation keeps no finer position.
+	from := w.location
+	if from == "" {
+		from = w.leg[0]
+	}
+	w.location, w.leg, w.motion = "", [2]string{from, dest}, motionDriving
+	return Trip{From: from, To: dest, RunID: w.newRunLocked()}, Outcome{}, true
+}
+
+// Arrive ends a trip at its destination.
+func (w *World) Arrive(t Trip) Outcome {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.location, w.leg, w.motion = t.To, [2]string{}, motionStill
+	return Outcome{OK: true, Observation: fmt.Sprintf("the robot drove to %s", spot(t.To)), RunID: t.RunID,
+		Location: w.location, Holding: w.holding}
+}
+
+// Brake marks a driving robot as braking; it stays between its places.
+func (w *World) Brake() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.motion == motionDriving {
+		w.motion = motionBraking
+	}
+}
+
+// Halt makes the robot stand still where it is, between places if it was on
+// its way.
+func (w *World) Halt() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.motion = motionStill
+}
+
+// Position says where the robot is, as a sentence needs it: "at the table",
+// "between home and the table".
+func (w *World) Position() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.location != "" {
+		return "at " + spot(w.location)
+	}
+	return fmt.Sprintf("between %s and %s", spot(w.leg[0]), spot(w.leg[1]))
+}
+
+// Location is the robot's location as robot_location reports it.
+func (w *World) Location() (location, holding string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.locationLocked(), w.holding
+}
+
+// destinationLocked resolves a navigation target to a place. When the robot
+// cannot go there, ok is false and refusal says why.
+func (w *World) destinationLocked(target string) (dest string, refusal Outcome, ok bool) {
+	switch w.motion {
+	case motionDriving:
+		return "", w.fail("the robot is already driving from %s to %s: wait until it arrives, or stop it",
+			spot(w.leg[0]), spot(w.leg[1])), false
+	case motionBraking:
+		return "", w.fail("the robot is braking between %s and %s: wait until it stands still",
+			spot(w.leg[0]), spot(w.leg[1])), false
+	}
+	if _, ok := w.place(target); ok {
+		return target, Outcome{}, true
+	}
+	o, ok := w.object(target)
+	switch {
+	case !ok:
+		return "", w.fail("unknown target %q: navigate to a place (%s) or to an object's name (%s); call get_scene to see the cell",
+			target, w.placeNames(), w.objectNames()), false
+	case o.Location == gripper:
+		return "", w.fail("the robot is holding the %s, so it is already with it; navigate to a place instead", target), false
+	}
+	return o.Location, Outcome{}, true
 }
 
 // Pick grasps an object at the robot's place.
@@ -172,6 +301,8 @@ func (w *World) Pick(object string) Outcome {
 		return w.fail("the robot is already holding the %s", object)
 	case w.holding != "":
 		return w.fail("the gripper already holds the %s: place_object it somewhere before picking the %s", w.holding, object)
+	case w.location == "":
+		return w.fail("%s", w.awayLocked("navigate_to "+o.Location))
 	case o.Location != w.location:
 		return w.fail("the %s is at %s but the robot is at %s: navigate_to %s first", object, spot(o.Location), spot(w.location), o.Location)
 	}
@@ -195,6 +326,8 @@ func (w *World) Place(object, target string) Outcome {
 		return w.fail("the gripper is empty: pick_object the %s first", object)
 	case w.holding != object:
 		return w.fail("the robot holds the %s, not the %s: place the %s or pick the %s after placing it", w.holding, object, w.holding, object)
+	case w.location == "":
+		return w.fail("%s", w.awayLocked("navigate_to "+target))
 	case w.location != target:
 		return w.fail("the robot is at %s, not %s: navigate_to %s first", spot(w.location), spot(target), target)
 	case p.Openable && !p.Open:
@@ -212,6 +345,9 @@ func (w *World) Place(object, target string) Outcome {
 func (w *World) OpenDrawer() Outcome {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.location == "" {
+		return w.fail("%s", w.awayLocked("navigate_to drawer"))
+	}
 	if w.location != drawer {
 		return w.fail("the robot is at %s, not the drawer: navigate_to drawer first", spot(w.location))
 	}
@@ -231,14 +367,35 @@ func spot(place string) string {
 	return "the " + place
 }
 
+// awayLocked says why a robot that is not at a place cannot act at one; next
+// is the call that brings it there, such as "navigate_to table".
+func (w *World) awayLocked(next string) string {
+	from, to := spot(w.leg[0]), spot(w.leg[1])
+	switch w.motion {
+	case motionDriving:
+		return fmt.Sprintf("the robot is still driving from %s to %s: wait until it arrives", from, to)
+	case motionBraking:
+		return fmt.Sprintf("the robot is braking between %s and %s: wait until it stands still, then %s", from, to, next)
+	}
+	return fmt.Sprintf("the robot stands between %s and %s, not at a place: %s first", from, to, next)
+}
+
+// locationLocked is robot_location: a place, or "between home and table".
+func (w *World) locationLocked() string {
+	if w.location != "" {
+		return w.location
+	}
+	return fmt.Sprintf("between %s and %s", w.leg[0], w.leg[1])
+}
+
 func (w *World) ok(format string, args ...any) Outcome {
 	return Outcome{OK: true, Observation: fmt.Sprintf(format, args...), RunID: w.newRunLocked(),
-		Location: w.location, Holding: w.holding}
+		Location: w.locationLocked(), Holding: w.holding}
 }
 
 func (w *World) fail(format string, args ...any) Outcome {
 	return Outcome{Reason: fmt.Sprintf(format, args...), RunID: w.newRunLocked(),
-		Location: w.location, Holding: w.holding}
+		Location: w.locationLocked(), Holding: w.holding}
 }
 
 func (w *World) newRunLocked() string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -145,4 +146,89 @@ func locationOf(s Scene, object string) string {
 		}
 	}
 	return ""
+}
+
+func TestWorldTripLeavesTheRobotBetweenPlaces(t *testing.T) {
+	w := NewWorld()
+	if _, done, moving := w.Depart("home"); moving || !done.OK || !strings.Contains(done.Observation, "already at home") {
+		t.Fatalf("Depart to where the robot is = %+v moving %v, want an answer at once", done, moving)
+	}
+	if _, done, moving := w.Depart("garage"); moving || done.OK || !strings.Contains(done.Reason, "unknown target") {
+		t.Fatalf("Depart to an unknown place = %+v moving %v, want a refusal", done, moving)
+	}
+	trip, _, moving := w.Depart("red_cup")
+	if !moving || trip != (Trip{From: "home", To: "table", RunID: "run-3"}) {
+		t.Fatalf("Depart to the red_cup = %+v moving %v, want a trip from home to the table with run-3", trip, moving)
+	}
+	wantScene(t, w, "between home and table", motionDriving, "The robot is driving from home to the table")
+	for _, s := range []step{
+		{do: pick("red_cup"), reasonHas: "still driving from home to the table", location: "between home and table"},
+		{do: navigate("counter"), reasonHas: "already driving from home to the table", location: "between home and table"},
+	} {
+		if o := s.do(w); o.OK || !strings.Contains(o.Reason, s.reasonHas) || o.Location != s.location {
+			t.Errorf("while driving: %+v, want a failure with %q at %q", o, s.reasonHas, s.location)
+		}
+	}
+
+	w.Brake()
+	wantScene(t, w, "between home and table", motionBraking, "The robot is braking between home and the table")
+	if o := w.Pick("red_cup"); o.OK || !strings.Contains(o.Reason, "wait until it stands still, then navigate_to table") {
+		t.Errorf("pick while braking = %+v", o)
+	}
+
+	w.Halt()
+	wantScene(t, w, "between home and table", motionStill, "The robot stands between home and the table with an empty gripper; navigate_to a place")
+	if p := w.Position(); p != "between home and the table" {
+		t.Errorf("Position() = %q", p)
+	}
+	for _, s := range []step{
+		{do: pick("red_cup"), reasonHas: "stands between home and the table, not at a place: navigate_to table first"},
+		{do: openDrawer, reasonHas: "not at a place: navigate_to drawer first"},
+	} {
+		if o := s.do(w); o.OK || !strings.Contains(o.Reason, s.reasonHas) {
+			t.Errorf("stopped between places: %+v, want a failure with %q", o, s.reasonHas)
+		}
+	}
+
+	// From between two places the robot can drive on; the leg counts from
+	// the last place it stood at.
+	trip, _, moving = w.Depart("counter")
+	if !moving || trip.From != "home" || trip.To != "counter" {
+		t.Fatalf("Depart from between places = %+v moving %v", trip, moving)
+	}
+	if o := w.Arrive(trip); !o.OK || o.RunID != trip.RunID || o.Location != "counter" || o.Observation != "the robot drove to the counter" {
+		t.Fatalf("Arrive = %+v, want success at the counter with the trip's run id", o)
+	}
+	wantScene(t, w, "counter", motionStill, "The robot is at the counter with an empty gripper.")
+	if s := w.Scene(); s.Between != nil {
+		t.Errorf("at a place, between = %v, want nil", s.Between)
+	}
+	if o := w.Pick("blue_block"); !o.OK {
+		t.Errorf("pick after arriving: %+v", o)
+	}
+}
+
+func TestWorldSceneBetweenIsASnapshot(t *testing.T) {
+	w := NewWorld()
+	trip, _, _ := w.Depart("table")
+	before := w.Scene()
+	w.Arrive(trip)
+	trip, _, _ = w.Depart("shelf")
+	if !slices.Equal(before.Between, []string{"home", "table"}) {
+		t.Fatalf("an earlier scene's between changed with the world: %v", before.Between)
+	}
+	if now := w.Scene().Between; !slices.Equal(now, []string{"table", "shelf"}) {
+		t.Fatalf("between = %v on the way from the table to the shelf (%+v)", now, trip)
+	}
+}
+
+func wantScene(t *testing.T, w *World, location, motion, describes string) {
+	t.Helper()
+	s := w.Scene()
+	if s.RobotLocation != location || s.Motion != motion {
+		t.Errorf("scene robot_location %q motion %q, want %q %q", s.RobotLocation, s.Motion, location, motion)
+	}
+	if d := s.Describe(); !strings.Contains(d, describes) {
+		t.Errorf("description %q lacks %q", d, describes)
+	}
 }
