@@ -47,6 +47,7 @@ var gatewayMetrics = map[string]gatewayMetric{
 	"mcp_gateway_http_connections_refused_total": {},
 	"mcp_gateway_http_connections_evicted_total": {},
 	"mcp_gateway_http_body_timeouts_total":       {},
+	"mcp_gateway_http_sessions":                  {},
 	"mcp_gateway_protocol_refusals_total":        {labels: []string{"reason"}},
 	"mcp_gateway_policy_decisions_total":         {labels: []string{"rule", "effect", "mode"}},
 	"mcp_gateway_policy_rule_errors_total":       {labels: []string{"rule"}},

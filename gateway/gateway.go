@@ -158,7 +158,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: cfg.Gateway.Name, Title: "mcp-gateway", Version: Version},
 		&mcp.ServerOptions{
-			Logger: logger,
+			// Undelivered notifications are summed, not logged per session (sessionlimits.go).
+			Logger: sdkLogger(logger),
 			// Everything the upstreams may offer, whether or not one does yet: they come and go.
 			Capabilities: &mcp.ServerCapabilities{
 				Tools:       &mcp.ToolCapabilities{ListChanged: true},
