@@ -69,7 +69,8 @@ func haltFile(ctx context.Context, st *store.Store, cfg *config.Config, operator
 	fmt.Fprintf(stdout, "HALT by %s on the state file %s (no gateway is running): %q\n", operator, st.Path(), reason)
 	printHaltedServers(stdout, halted, false)
 	fmt.Fprintln(stdout, "No gateway is running, so no call was in flight to cancel and no stop tool was sent.")
-	fmt.Fprintf(stdout, "Physical actions stay refused from the next start on, until: mcp-gateway unlock SERVER --reason \"...\" -c %s\n", cfg.Path)
+	fmt.Fprint(stdout, "From the next start on, physical actions stay refused. ")
+	printUnlockHint(stdout, cfg, halted)
 	if err != nil {
 		return fmt.Errorf("the halt is in the state file, but its audit records could not be written: %w", err)
 	}
@@ -91,13 +92,13 @@ func printHalt(stdout, stderr io.Writer, cfg *config.Config, rep gateway.HaltRep
 		fmt.Fprintf(stdout, "Cancelled %d physical call(s):\n", len(rep.Cancelled))
 		for _, c := range rep.Cancelled {
 			fmt.Fprintf(stdout, "  call %s of %s (principal %s, in flight for %s): %s\n",
-				c.CallID, c.Tool, orDash(c.Principal), ms(c.RanMS), cancelledText(c))
+				c.CallID, c.Tool, orDash(c.Principal), msDuration(c.RanMS), cancelledText(c))
 		}
 	}
 	t := rep.Timings
-	fmt.Fprintf(stdout, "Timings from the request: locked %s, stop tools sent %s, last cancelled call ended %s, answered %s.\n",
+	fmt.Fprintf(stdout, "Timings from the request: locked %s, stop tool(s) sent %s, last cancelled call ended %s, answered %s.\n",
 		ms(t.LockedMS), msOrDash(t.StopSentMS), msOrDash(t.LastCancelledEndedMS), ms(t.TookMS))
-	fmt.Fprintf(stdout, "Physical actions stay refused until: mcp-gateway unlock SERVER --reason \"...\" -c %s\n", cfg.Path)
+	printUnlockHint(stdout, cfg, rep.Servers)
 	failed := false
 	for _, s := range rep.Servers {
 		if s.Stop.Status != gateway.StopOK && s.Stop.Status != gateway.StopNone {
@@ -146,6 +147,14 @@ func printHaltedServers(w io.Writer, servers []gateway.HaltedServer, running boo
 	}
 }
 
+// printUnlockHint says how the halt ends: an unlock of each server, with a reason.
+func printUnlockHint(w io.Writer, cfg *config.Config, servers []gateway.HaltedServer) {
+	fmt.Fprintln(w, "Only an unlock with a reason, after the robot is inspected, ends the halt:")
+	for _, s := range servers {
+		fmt.Fprintf(w, "  mcp-gateway unlock %s --reason \"...\" -c %s\n", s.Server, cfg.Path)
+	}
+}
+
 func cancelledText(c gateway.CancelledCall) string {
 	switch c.Outcome {
 	case gateway.CancelledUnknown:
@@ -160,6 +169,14 @@ func cancelledText(c gateway.CancelledCall) string {
 }
 
 func ms(v float64) string { return fmt.Sprintf("%.1f ms", v) }
+
+// msDuration is a duration in milliseconds as a person reads it: "850 ms", "3.2s", "4m10s".
+func msDuration(v float64) string {
+	if v < 1000 {
+		return fmt.Sprintf("%.0f ms", v)
+	}
+	return (time.Duration(v) * time.Millisecond).Round(100 * time.Millisecond).String()
+}
 
 func msOrDash(v float64) string {
 	if v == 0 {
