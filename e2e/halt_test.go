@@ -272,7 +272,7 @@ func TestHaltOnTheStateFileWhileStopped(t *testing.T) {
 }
 
 func TestLockNow(t *testing.T) {
-	cfg, addr := writeHaltConfig(t, "1s", "100ms")
+	cfg, addr := writeHaltConfig(t, "3s", "100ms")
 	gw := startGateway(t, cfg, addr)
 	cs := connectHTTP(t, addr, nil)
 
@@ -297,6 +297,9 @@ func TestLockNow(t *testing.T) {
 	out, _ := cliOK(t, "lock", "robot", "--reason", "a person is in the cell", "--operator", "alice", "-c", cfg)
 	if !strings.Contains(out, "locked out by alice") || !strings.Contains(out, "is not cancelled") {
 		t.Errorf("lock output:\n%s", out)
+	}
+	if !driving.running() {
+		t.Error("the drive ended while the lock was put in force")
 	}
 	if _, env := driving.wait(t, "the drive"); env["success"] != true {
 		t.Errorf("the drive in flight during a lock: %v", env)
