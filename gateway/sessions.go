@@ -47,10 +47,13 @@ func (s *sessions) get(id string) *sessionState {
 }
 
 // prune drops sessions no longer connected. Called with mu held, when the table doubles.
+// Requests without a session (MCP 2026-07-28, stateless HTTP) all share the entry "", which is
+// never dropped: a label a guard set there (untrusted) must not vanish because other sessions
+// came and went.
 func (s *sessions) prune() {
 	live := s.live()
 	for id := range s.m {
-		if !live[id] {
+		if id != "" && !live[id] {
 			delete(s.m, id)
 		}
 	}

@@ -26,6 +26,7 @@ type command struct {
 
 var commands = []command{
 	{"serve", "serve the gateway (streamable HTTP on gateway.listen, or stdio with --stdio)", runServe},
+	{"connect", "serve one MCP session on stdin/stdout for a running gateway at URL (for IDEs that launch a command)", runConnect},
 	{"agent", "run the built-in agent on a task over the governed tools (exit code: how the run ended)", runAgent},
 	{"tools", "start the upstreams and print the tool catalog (table, or --json)", runTools},
 	{"status", "show upstreams, halts and lockouts, physical calls in flight and pending approvals (from the running gateway, else the state file)", runStatus},
