@@ -236,7 +236,7 @@ func (g *Gateway) Halt(ctx context.Context, operator, reason string) (HaltReport
 		rep.Cancelled = append(rep.Cancelled, cc)
 	}
 	if auditErr == nil {
-		// The halt's records, and those of the calls it cancelled and sent, queued behind them.
+		// The halt's own records; a stop call that answered has its record on disk already.
 		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		auditErr = st.Audit().Flush(flushCtx)
 		cancel()
