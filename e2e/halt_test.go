@@ -166,7 +166,9 @@ func TestHaltStopsTheRobot(t *testing.T) {
 	if !st.Halted || len(st.Lockouts) != 1 || st.Lockouts[0].Kind != "halt" || st.Lockouts[0].By != "alice" || len(st.Physical[0].InFlight) != 0 {
 		t.Errorf("status while halted: %+v", st)
 	}
-	if out, _ := cliOK(t, "status", "-c", cfg); !strings.Contains(out, "HALTED") || !strings.Contains(out, "robot: halted") || !strings.Contains(out, "by operator alice") {
+	out, _ = cliOK(t, "status", "-c", cfg)
+	t.Logf("mcp-gateway status:\n%s", out)
+	if !strings.Contains(out, "HALTED") || !strings.Contains(out, "robot: halted") || !strings.Contains(out, "by operator alice") {
 		t.Errorf("status while halted:\n%s", out)
 	}
 
