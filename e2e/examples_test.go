@@ -34,6 +34,8 @@ var gatewayMetrics = map[string]gatewayMetric{
 	"mcp_gateway_tool_calls_total":               {labels: []string{"server", "tool", "outcome", "principal"}},
 	"mcp_gateway_tool_call_duration_seconds":     {labels: []string{"server", "tool"}, histogram: true},
 	"mcp_gateway_lockout_active":                 {labels: []string{"server"}},
+	"mcp_gateway_halts_total":                    {labels: []string{"server"}},
+	"mcp_gateway_operator_lockouts_total":        {labels: []string{"server"}},
 	"mcp_gateway_upstream_up":                    {labels: []string{"server"}},
 	"mcp_gateway_upstream_restarts_total":        {labels: []string{"server"}},
 	"mcp_gateway_audit_write_duration_seconds":   {histogram: true},

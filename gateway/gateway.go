@@ -72,6 +72,7 @@ type Gateway struct {
 	guards       *GuardSets // in force; read and replaced under syncMu
 	guardMetrics *guards.Metrics
 	metrics      chainMetrics
+	opMetrics    *operatorMetrics           // halts and operator lockouts; nil without a registry
 	live         atomic.Pointer[generation] // the config in force and its chain; Reload swaps both
 	reloadMu     sync.Mutex                 // one reload at a time
 	server       *mcp.Server

@@ -56,8 +56,15 @@ func lockoutReason(server string, l store.Lockout) string {
 	} else {
 		fmt.Fprintf(&b, "Physical actions on server %s are locked out: ", l.Server)
 	}
-	fmt.Fprintf(&b, "the call to %s (call %s) at %s left the robot in an unknown state (%s). ",
-		l.Tool, l.CallID, l.At.UTC().Format(time.RFC3339), strings.TrimSuffix(l.Reason, "."))
+	at, why := l.At.UTC().Format(time.RFC3339), strings.TrimSuffix(l.Reason, ".")
+	switch l.Kind {
+	case store.LockoutHalt:
+		fmt.Fprintf(&b, "the operator %s halted the robot at %s (emergency stop: %s). ", l.By, at, why)
+	case store.LockoutOperator:
+		fmt.Fprintf(&b, "the operator %s locked it out at %s (%s). ", l.By, at, why)
+	default:
+		fmt.Fprintf(&b, "the call to %s (call %s) at %s left the robot in an unknown state (%s). ", l.Tool, l.CallID, at, why)
+	}
 	b.WriteString(operatorMust(l.Server))
 	return b.String()
 }
