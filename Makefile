@@ -2,6 +2,7 @@
 GO        ?= go
 BIN       := bin
 NODE_DIR  := e2e/node
+INSPECTOR_DIR := e2e/inspector
 CONFORMANCE_DIR := e2e/conformance
 STATICCHECK_VERSION := v0.8.2
 
@@ -32,11 +33,15 @@ KILLNINE_KILLS ?= 100
 killnine: node-deps
 	KILLNINE_KILLS=$(KILLNINE_KILLS) $(GO) test -count=1 -timeout 30m -run '^TestKillNine$$' -v ./e2e
 
-# The npm peers of the end-to-end tests, exactly as pinned in package-lock.json.
-node-deps: $(NODE_DIR)/node_modules/.package-lock.json
+# The npm peers of the end-to-end tests, exactly as pinned in package-lock.json; the MCP
+# Inspector (with the Node 22 it needs) in a folder of its own.
+node-deps: $(NODE_DIR)/node_modules/.package-lock.json $(INSPECTOR_DIR)/node_modules/.package-lock.json
 
 $(NODE_DIR)/node_modules/.package-lock.json: $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
 	cd $(NODE_DIR) && npm ci --no-audit --no-fund
+
+$(INSPECTOR_DIR)/node_modules/.package-lock.json: $(INSPECTOR_DIR)/package.json $(INSPECTOR_DIR)/package-lock.json
+	cd $(INSPECTOR_DIR) && npm ci --no-audit --no-fund
 
 ## bench: Go benchmarks of the hot paths and the end-to-end hop (see docs/benchmarks.md).
 bench: node-deps

@@ -93,7 +93,7 @@ func (d *decoder) checkGateway(g *Gateway, dir string) {
 	g.StateDir = resolve(dir, g.StateDir)
 
 	d.enum(src, loc, "tool_names", &g.ToolNames, ToolNamesPrefixed, ToolNamesPrefixed, ToolNamesBare)
-	d.enum(src, loc, "http_mode", &g.HTTPMode, HTTPModeStateful, HTTPModeStateful, HTTPModeStateless)
+	d.enum(src, loc, "http_mode", &g.HTTPMode, HTTPModeAuto, HTTPModeAuto, HTTPModeStateful, HTTPModeStateless)
 	d.enum(src, loc, "lockout_scope", &g.LockoutScope, LockoutGlobal, LockoutGlobal, LockoutServer)
 	d.enum(src, loc, "log_format", &g.LogFormat, LogFormatText, LogFormatText, LogFormatJSON)
 	d.enum(src, loc, "log_level", &g.LogLevel, LogLevelInfo, LogLevelDebug, LogLevelInfo, LogLevelWarn, LogLevelError)
@@ -124,7 +124,7 @@ func (d *decoder) checkGateway(g *Gateway, dir string) {
 		g.SessionIdleTimeout = Duration(DefaultSessionIdleTimeout)
 	case src.valid("session_idle_timeout") && g.SessionIdleTimeout < Duration(time.Second):
 		d.errorf(src.valueLine("session_idle_timeout"), loc.field("session_idle_timeout"),
-			"must be at least 1s, such as 30m: idle sessions must end, or they are held forever")
+			"must be at least 1s, such as 5m: idle sessions must end, or they are held forever")
 	}
 
 	switch {
@@ -265,6 +265,7 @@ func (d *decoder) checkServer(cfg *Config, i int, dir string, seen map[string]in
 // dir, the directory of the file, so the server starts the same wherever the gateway is run from.
 func (d *decoder) checkCommand(s *Server, src *source, loc location, dir string) {
 	if src.valid("command") {
+		s.CommandLine = src.valueLine("command")
 		if strings.TrimSpace(s.Command) == "" {
 			d.errorf(src.valueLine("command"), loc.field("command"), "is empty; name the executable of the server")
 		} else if strings.ContainsRune(s.Command, '/') || strings.ContainsRune(s.Command, filepath.Separator) {

@@ -46,11 +46,13 @@ type Gateway struct {
 	AllowedOrigins []string `yaml:"allowed_origins" json:"allowed_origins,omitempty" jsonschema:"description=Browser origins allowed on /mcp such as http://localhost:6274 (port * for any); requests without Origin pass (default: localhost\\, 127.0.0.1 and [::1] on any port)."`
 	// MaxBodyBytes bounds the body of one request to /mcp; a larger one gets 413.
 	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes,omitempty" jsonschema:"minimum=1024,description=Largest request body accepted on /mcp in bytes; larger ones get 413 (default 4194304)."`
-	// HTTPMode is how /mcp keeps sessions: "stateful" (an initialize creates a session with an
-	// Mcp-Session-Id; the upstreams can send sampling, elicitation and logging to it) or
-	// "stateless" (every request stands alone, the 2026-07-28 form; input requests travel in
-	// results).
-	HTTPMode string `yaml:"http_mode" json:"http_mode,omitempty" jsonschema:"enum=stateful,enum=stateless,description=stateful: sessions with Mcp-Session-Id (default); stateless: every request stands alone (MCP 2026-07-28)\\, server-to-client requests travel as input requests in results."`
+	// HTTPMode is how /mcp serves the protocol revisions: "auto" (the default) serves every
+	// revision on one endpoint, giving a client that begins with initialize a session
+	// (Mcp-Session-Id, MCP 2025-03-26 to 2025-11-25) and serving a request of MCP 2026-07-28 or
+	// later on its own, without a session; "stateful" serves sessions only and refuses
+	// 2026-07-28 requests; "stateless" serves every request on its own (input requests travel
+	// in results).
+	HTTPMode string `yaml:"http_mode" json:"http_mode,omitempty" jsonschema:"enum=auto,enum=stateful,enum=stateless,description=auto (default): every MCP revision on /mcp: initialize opens a session (2025-03-26 to 2025-11-25) and a 2026-07-28 request stands alone; stateful: sessions only; stateless: every request stands alone\\, server-to-client requests travel as input requests in results."`
 	// ShutdownGrace is how long calls in flight may run on after SIGTERM or SIGINT before they
 	// are cancelled (a cancelled physical call locks out).
 	ShutdownGrace Duration `yaml:"shutdown_grace" json:"shutdown_grace,omitempty" jsonschema:"type=string,description=How long calls in flight may finish after SIGTERM before they are cancelled such as 30s (default 30s)."`
@@ -62,9 +64,9 @@ type Gateway struct {
 	// takes the place of the one idle longest or silent longest (no request yet); when every
 	// open connection is busy, the new one is answered 503 and closed.
 	// MaxSessions caps the stateful MCP sessions over HTTP; SessionIdleTimeout closes a session
-	// that has sent no request for that long.
+	// that has had no request in progress (a call, or a GET stream held open) for that long.
 	MaxSessions        int      `yaml:"max_sessions" json:"max_sessions,omitempty" jsonschema:"minimum=1,description=Stateful MCP sessions over HTTP at once; at the cap a new initialize gets 503 (default 256)."`
-	SessionIdleTimeout Duration `yaml:"session_idle_timeout" json:"session_idle_timeout,omitempty" jsonschema:"type=string,description=A session that sends no request for this long is closed such as 30m (default 30m)."`
+	SessionIdleTimeout Duration `yaml:"session_idle_timeout" json:"session_idle_timeout,omitempty" jsonschema:"type=string,description=A session with no request in progress (no call and no open GET stream) for this long is closed such as 5m (default 5m)."`
 	MaxConnections     int      `yaml:"max_connections" json:"max_connections,omitempty" jsonschema:"minimum=4,description=HTTP client connections open at once; at the cap an idle or silent one is closed to admit a new one\\, and when all are busy the new one gets 503 (default 512; lowered to fit the process's open-file limit)."`
 }
 
@@ -108,6 +110,8 @@ type Server struct {
 
 	// Line is the line of this server's entry in the file, for messages.
 	Line int `yaml:"-" json:"-"`
+	// CommandLine is the line of command's value, for messages about the executable.
+	CommandLine int `yaml:"-" json:"-"`
 }
 
 // Tools filters and adjusts a server's tools.
@@ -197,6 +201,7 @@ const (
 
 	ToolNamesPrefixed   = "prefixed"
 	ToolNamesBare       = "bare"
+	HTTPModeAuto        = "auto"
 	HTTPModeStateful    = "stateful"
 	HTTPModeStateless   = "stateless"
 	LockoutGlobal       = "global"
@@ -327,5 +332,11 @@ const DefaultMaxConnections = 512
 // cell runs, and each session costs a few goroutines and buffers.
 const DefaultMaxSessions = 256
 
-// DefaultSessionIdleTimeout closes an HTTP session by default after this long without a request.
-const DefaultSessionIdleTimeout = 30 * time.Minute
+// DefaultSessionIdleTimeout closes an HTTP session by default after this long with no request
+// in progress. A client that is there holds its GET stream open, or is in a call, and is never
+// idle; one between two calls of a task without a stream comes back within a model's turn, well
+// under five minutes. A client that went away without DELETE leaves a session behind that
+// costs memory and a place under max_sessions, and that the gateway notifies on every reload,
+// unlock and pin change: five minutes frees those soon enough that a crashing client cannot
+// fill max_sessions faster than they are freed.
+const DefaultSessionIdleTimeout = 5 * time.Minute

@@ -406,7 +406,7 @@ servers:
 				{3, `gateway.lockout_scope: "cell" is not valid; use one of: global, server`},
 				{4, `gateway.log_format: "yaml" is not valid; use one of: text, json`},
 				{5, `gateway.log_level: "INFO" is not valid (did you mean "info"?); use one of: debug, info, warn, error`},
-				{6, `gateway.http_mode: "statefull" is not valid (did you mean "stateful"?); use one of: stateful, stateless`},
+				{6, `gateway.http_mode: "statefull" is not valid (did you mean "stateful"?); use one of: auto, stateful, stateless`},
 				{10, `servers[0] (arm): contract: "strict" is not valid; use one of: envelope, passthrough`},
 				{11, `protocol_version: "2025-11-26" is not valid (did you mean "2025-11-25"?); use one of: 2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05`},
 			},

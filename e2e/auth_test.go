@@ -82,8 +82,9 @@ func TestAuthGuardsMCPAndAdmin(t *testing.T) {
 	record := filepath.Join(cfgDir(cfg), "calls.jsonl")
 	base := "http://" + addr
 
-	// A tools/call on the planner's session, sent by hand in each way that must be refused.
-	cs := connectHTTPAs(t, addr, plannerToken, nil)
+	// A tools/call on the planner's session (MCP 2025-11-25: 2026-07-28 has none), sent by hand
+	// in each way that must be refused.
+	cs := connectHTTPAsAt(t, addr, plannerToken, nil, "2025-11-25")
 	session := map[string]string{
 		"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
 		"Mcp-Session-Id": cs.ID(), "MCP-Protocol-Version": cs.InitializeResult().ProtocolVersion,

@@ -95,3 +95,39 @@ func TestCheckVerifiesAllowWhileLockedAgainstWhatTheGatewaySaw(t *testing.T) {
 		t.Errorf("check of the fixed file: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestCheckWarnsOfACommandThatCannotRun: check names the line of a command that is not on PATH
+// or not executable, and still passes (it may be installed before the gateway starts); serve
+// --require-all refuses at once, naming it, instead of retrying it for the startup timeout.
+func TestCheckWarnsOfACommandThatCannotRun(t *testing.T) {
+	cfg, _ := writeConfig(t, `
+servers:
+  - name: robot
+    command: "{{sim}}"
+  - name: arm
+    command: no-such-robot-driver
+  - name: cam
+    command: ./missing/cam-driver
+    startup_timeout_sec: 60
+`)
+	out, errOut, code := cli(t, "check", "-c", cfg)
+	if code != 0 || !strings.Contains(out, "ok") {
+		t.Fatalf("check must pass with warnings: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		`:6: servers[1] (arm): warning: command "no-such-robot-driver" cannot be found on PATH`,
+		`:8: servers[2] (cam): warning: command`, "does not exist",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("check's warnings lack %q:\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(errOut, "(robot)") {
+		t.Errorf("check warns of a command that exists:\n%s", errOut)
+	}
+	start := time.Now()
+	_, errOut, code = cli(t, "serve", "-c", cfg, "--require-all", "--listen", "127.0.0.1:0")
+	if took := time.Since(start); code == 0 || took > 10*time.Second || !strings.Contains(errOut, "no-such-robot-driver") || !strings.Contains(errOut, ":8: server cam") {
+		t.Errorf("serve --require-all with missing commands: exit %d after %s\n%s", code, took, errOut)
+	}
+}

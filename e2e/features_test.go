@@ -146,13 +146,20 @@ func TestFeatures(t *testing.T) {
 		// request's _meta, and the SDK forbids server-initiated requests.
 		newProtocol bool
 	}{
-		// Over stateful streamable HTTP the SDK client falls back from server/discover to
-		// initialize, at 2025-11-25.
+		// A client of 2025-11-25 on the default config begins with initialize and is served
+		// in a session.
 		{"http", func(t *testing.T, opts *mcp.ClientOptions) (*mcp.ClientSession, *mcp.ClientSession) {
 			cfg, addr := writeConfig(t, featuresConfig)
 			startGateway(t, cfg, addr)
-			return connectHTTP(t, addr, opts), connectHTTP(t, addr, nil)
+			return connectHTTPAt(t, addr, opts, "2025-11-25"), connectHTTPAt(t, addr, nil, "2025-11-25")
 		}, false},
+		// The SDK client's default, 2026-07-28 (server/discover), on the default config: each
+		// request stands alone, as over stateless HTTP.
+		{"http_2026-07-28", func(t *testing.T, opts *mcp.ClientOptions) (*mcp.ClientSession, *mcp.ClientSession) {
+			cfg, addr := writeConfig(t, featuresConfig)
+			startGateway(t, cfg, addr)
+			return connectHTTP(t, addr, opts), connectHTTP(t, addr, nil)
+		}, true},
 		{"stdio_2025-11-25", func(t *testing.T, opts *mcp.ClientOptions) (*mcp.ClientSession, *mcp.ClientSession) {
 			cfg, _ := writeConfig(t, featuresConfig)
 			cs, _ := connectStdioAt(t, cfg, opts, "2025-11-25")

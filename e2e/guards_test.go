@@ -88,7 +88,8 @@ policies:
 approvals: {use: memory, timeout: 1s}
 `)
 	startGateway(t, cfg, addr)
-	cs := connectHTTP(t, addr, nil)
+	// Sessions of MCP 2025-11-25: a request of 2026-07-28 has none to mark.
+	cs := connectHTTPAt(t, addr, nil, "2025-11-25")
 	if _, env := call(t, cs, "robot__navigate_to", map[string]any{"target": "table"}); env["success"] != true {
 		t.Fatalf("before the injection: %v", env)
 	}
@@ -112,7 +113,7 @@ approvals: {use: memory, timeout: 1s}
 		t.Fatalf("labels missing from the audit records: %s", mustJSON(recs))
 	}
 	// Another session is not affected.
-	other := connectHTTP(t, addr, nil)
+	other := connectHTTPAt(t, addr, nil, "2025-11-25")
 	if _, env := call(t, other, "robot__navigate_to", map[string]any{"target": "counter"}); env["success"] != true {
 		t.Fatalf("a fresh session: %v", env)
 	}

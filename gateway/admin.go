@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,7 +22,57 @@ type Status struct {
 	Version   string           `json:"version"`
 	StateFile string           `json:"state_file"`
 	Upstreams []UpstreamStatus `json:"upstreams"`
-	Lockouts  []LockoutStatus  `json:"lockouts"`
+	// Lockouts are the lockouts in force, oldest first; Kind says what put each in force and
+	// By which operator.
+	Lockouts []LockoutStatus `json:"lockouts"`
+	// Halted is set while a halt (emergency stop) is in force on any server.
+	Halted bool `json:"halted"`
+	// Physical is each configured physical server's calls in flight and its operator tools.
+	Physical []PhysicalStatus `json:"physical"`
+	// Approvals are the calls waiting for an operator's approval.
+	Approvals ApprovalsStatus `json:"approvals"`
+}
+
+// PhysicalStatus is one physical server's calls and the tools an operator has on it.
+type PhysicalStatus struct {
+	Server string `json:"server"`
+	// InFlight are its calls past the policy step, oldest first. One call runs at a time, so
+	// the oldest is the one on the robot, or about to be sent; Queued of the others wait for
+	// their turn. A stop tool's call does not wait (Stop).
+	InFlight []FlightStatus `json:"in_flight"`
+	Queued   int            `json:"queued"`
+	// StopTool is the public name of its stop tool, "" when it has none; InspectionTools are
+	// the read-only tools that stay callable during a lockout (allow_while_locked).
+	StopTool        string   `json:"stop_tool,omitempty"`
+	InspectionTools []string `json:"inspection_tools"`
+}
+
+// FlightStatus is a physical call in flight.
+type FlightStatus struct {
+	CallID     string    `json:"call_id"`
+	Tool       string    `json:"tool"`
+	Principal  string    `json:"principal"`
+	Session    string    `json:"session,omitempty"`
+	Stop       bool      `json:"stop,omitempty"`
+	Since      time.Time `json:"since"`
+	RunningSec float64   `json:"running_sec"`
+}
+
+// ApprovalsStatus is the pending approval requests, oldest first.
+type ApprovalsStatus struct {
+	Pending  int               `json:"pending"`
+	Requests []PendingApproval `json:"requests"`
+	// Error says why the requests could not be read.
+	Error string `json:"error,omitempty"`
+}
+
+// PendingApproval is one request waiting for an operator.
+type PendingApproval struct {
+	ID        string    `json:"id"`
+	Server    string    `json:"server"`
+	Tool      string    `json:"tool"`
+	Principal string    `json:"principal"`
+	Expires   time.Time `json:"expires"`
 }
 
 // UpstreamStatus is one upstream server's state.
@@ -65,9 +116,14 @@ type ResetResult struct {
 // ErrNotLocked: the server has no active lockout.
 var ErrNotLocked = errors.New("no active lockout")
 
-// Status reports upstreams and lockouts.
+// Status reports upstreams, lockouts and halts, the physical calls in flight, and the pending
+// approvals.
 func (g *Gateway) Status() Status {
-	st := Status{Gateway: g.cfg.Gateway.Name, Version: Version, Upstreams: []UpstreamStatus{}, Lockouts: []LockoutStatus{}}
+	now := time.Now()
+	st := Status{
+		Gateway: g.cfg.Gateway.Name, Version: Version, Upstreams: []UpstreamStatus{}, Lockouts: []LockoutStatus{},
+		Physical: []PhysicalStatus{}, Approvals: ApprovalsStatus{Requests: []PendingApproval{}},
+	}
 	for _, u := range g.ups.All() {
 		cfg := u.Config()
 		st.Upstreams = append(st.Upstreams, UpstreamStatus{
@@ -75,13 +131,57 @@ func (g *Gateway) Status() Status {
 			Tools: len(u.Tools()), Restarts: u.Restarts(), LastError: u.LastError(),
 		})
 	}
-	if s := g.opts.Store; s != nil {
-		st.StateFile = s.Path()
-		for _, l := range s.Lockouts() {
-			st.Lockouts = append(st.Lockouts, LockoutStatus{Lockout: l, AgeSec: time.Since(l.At).Seconds()})
-		}
+	st.Physical = g.physicalStatus(now)
+	s := g.opts.Store
+	if s == nil {
+		return st
 	}
+	st.StateFile = s.Path()
+	for _, l := range s.Lockouts() {
+		st.Lockouts = append(st.Lockouts, LockoutStatus{Lockout: l, AgeSec: now.Sub(l.At).Seconds()})
+		st.Halted = st.Halted || l.Halted()
+	}
+	pending, err := s.ListApprovals(store.ApprovalPending)
+	if err != nil {
+		st.Approvals.Error = err.Error()
+	}
+	for _, a := range pending {
+		st.Approvals.Requests = append(st.Approvals.Requests, PendingApproval{ID: a.ID, Server: a.Server, Tool: a.Tool, Principal: a.Principal, Expires: a.Expires})
+	}
+	st.Approvals.Pending = len(st.Approvals.Requests)
 	return st
+}
+
+// physicalStatus is each physical server of the config in force, in config order.
+func (g *Gateway) physicalStatus(now time.Time) []PhysicalStatus {
+	flights := g.inFlight.physicalCalls()
+	cat := g.Catalog()
+	out := []PhysicalStatus{}
+	for _, server := range PhysicalServers(g.config()) {
+		ps := PhysicalStatus{Server: server, InFlight: []FlightStatus{}, InspectionTools: []string{}}
+		if u := g.ups.Get(server); u != nil {
+			ps.Queued = u.Queued()
+		}
+		for _, fl := range flights {
+			if fl.server == server {
+				ps.InFlight = append(ps.InFlight, FlightStatus{
+					CallID: fl.id, Tool: fl.tool, Principal: fl.principal, Session: fl.session, Stop: fl.stop,
+					Since: fl.start.UTC(), RunningSec: now.Sub(fl.start).Seconds(),
+				})
+			}
+		}
+		if t := stopToolOf(cat, server); t != nil {
+			ps.StopTool = t.Public
+		}
+		for name, t := range cat.byName {
+			if t.Server == server && t.AllowWhileLocked {
+				ps.InspectionTools = append(ps.InspectionTools, name)
+			}
+		}
+		slices.Sort(ps.InspectionTools)
+		out = append(out, ps)
+	}
+	return out
 }
 
 // Unlock clears a server's lockout on an operator's word: the reset is audited (synchronously)
@@ -104,13 +204,13 @@ func (g *Gateway) Unlock(ctx context.Context, server, operator, reason string) (
 	rec := store.Record{
 		Type: store.RecordOperator, Action: "unlock", Principal: operator, Server: server,
 		Tool: cleared.Tool, CallID: cleared.CallID, Reason: reason,
-		Detail: map[string]any{"locked_at": cleared.At, "lockout_reason": cleared.Reason},
+		Detail: UnlockDetail(cleared),
 	}
 	if _, err := st.Audit().AppendSync(context.WithoutCancel(ctx), rec); err != nil {
 		g.log.Error("audit record of an unlock not written yet", "server", server, "error", err)
 		res.AuditError = err.Error()
 	}
-	g.log.Warn("lockout cleared by an operator", "server", server, "operator", operator, "reason", reason)
+	g.log.Warn("lockout cleared by an operator", "server", server, "operator", operator, "reason", reason, "lockout_kind", lockoutKind(cleared))
 	// A lockout of a server that is no longer configured is cleared, with nothing to restart.
 	if u := g.ups.Get(server); u != nil {
 		if err := u.Restart(ctx); err != nil {
@@ -122,6 +222,20 @@ func (g *Gateway) Unlock(ctx context.Context, server, operator, reason string) (
 	return res, nil
 }
 
+// UnlockDetail is what an unlock's audit record keeps of the lockout it cleared: when and why it
+// was put in force, its kind (a halt, an operator's lock, an unknown outcome), who put it there
+// and what a halt had replaced.
+func UnlockDetail(cleared store.Lockout) map[string]any {
+	d := map[string]any{"locked_at": cleared.At, "lockout_reason": cleared.Reason, "lockout_kind": lockoutKind(cleared)}
+	if cleared.By != "" {
+		d["locked_by"] = cleared.By
+	}
+	if cleared.Replaced != nil {
+		d["replaced"] = lockoutDetail(*cleared.Replaced)
+	}
+	return d
+}
+
 // adminHandler serves /admin/... behind the admin bearer token.
 func (g *Gateway) adminHandler() http.Handler {
 	mux := http.NewServeMux()
@@ -130,6 +244,35 @@ func (g *Gateway) adminHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /admin/lockouts", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, g.Status().Lockouts)
+	})
+	mux.HandleFunc("POST /admin/halt", func(w http.ResponseWriter, r *http.Request) {
+		var req HaltRequest
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil {
+			writeError(w, http.StatusBadRequest, `the body must be JSON: {"reason": "why the robot is stopped", "operator": "who"}`)
+			return
+		}
+		rep, err := g.Halt(r.Context(), operatorOf(r, req.Operator), req.Reason)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, rep)
+	})
+	mux.HandleFunc("POST /admin/lockouts/{server}", func(w http.ResponseWriter, r *http.Request) {
+		var req LockRequest
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil {
+			writeError(w, http.StatusBadRequest, `the body must be JSON: {"reason": "why the server is locked out", "operator": "who"}`)
+			return
+		}
+		res, err := g.Lock(r.Context(), r.PathValue("server"), operatorOf(r, req.Operator), req.Reason)
+		switch {
+		case errors.Is(err, ErrUnknownServer):
+			writeError(w, http.StatusNotFound, err.Error())
+		case err != nil:
+			writeError(w, http.StatusBadRequest, err.Error())
+		default:
+			writeJSON(w, http.StatusOK, res)
+		}
 	})
 	mux.HandleFunc("POST /admin/lockouts/{server}/reset", func(w http.ResponseWriter, r *http.Request) {
 		var req ResetRequest

@@ -61,7 +61,11 @@ func TestAdminToolsListsTheCatalog(t *testing.T) {
 	}
 	for name, w := range want {
 		g := got[name]
-		g.Annotations = nil
+		// Every tool but the hidden one carries the definition clients are listed.
+		if listed := g.Definition != nil; listed == w.Hidden || (listed && g.Definition.Name != name) {
+			t.Errorf("%s: definition %+v (hidden %v)", name, g.Definition, w.Hidden)
+		}
+		g.Annotations, g.Definition = nil, nil
 		if g != w {
 			t.Errorf("%s = %+v, want %+v", name, g, w)
 		}

@@ -160,7 +160,7 @@ func TestMCPNeedsATokenWhenTokensAreConfigured(t *testing.T) {
 	}
 
 	// The agent's token works on /mcp, and its principal is the caller of the call.
-	cs := connectAs(t, srv.URL, plannerToken)
+	cs := connectAs(t, srv.URL, plannerToken, "")
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "arm__nothing", Arguments: map[string]any{}})
 	if err != nil || !res.IsError {
 		t.Fatalf("call: %v %+v", err, res)
@@ -170,7 +170,8 @@ func TestMCPNeedsATokenWhenTokensAreConfigured(t *testing.T) {
 		t.Errorf("audit record: %+v", rec)
 	}
 
-	// A session belongs to the principal that started it.
+	// A session (MCP 2025-11-25 and before) belongs to the principal that started it.
+	cs = connectAs(t, srv.URL, plannerToken, "2025-11-25")
 	a := send(t, "POST", srv.URL+"/mcp", mcpHeader(map[string]string{
 		"Authorization": "Bearer " + operatorToken, "Mcp-Session-Id": cs.ID(), "MCP-Protocol-Version": cs.InitializeResult().ProtocolVersion,
 	}), `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}`)
@@ -181,7 +182,7 @@ func TestMCPNeedsATokenWhenTokensAreConfigured(t *testing.T) {
 
 func TestMCPWithoutTokensIsAnonymous(t *testing.T) {
 	srv, st := authServer(t, "servers: [{name: arm, command: arm}]\n")
-	cs := connectAs(t, srv.URL, "")
+	cs := connectAs(t, srv.URL, "", "")
 	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "arm__nothing"}); err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +321,9 @@ func TestLoopbackListen(t *testing.T) {
 }
 
 // connectAs connects an MCP client to the gateway at base, sending token unless it is "".
-func connectAs(t *testing.T, base, token string) *mcp.ClientSession {
+// connectAs connects a client sending token (none if ""), at protocol revision version ("" for
+// the SDK's newest).
+func connectAs(t *testing.T, base, token, version string) *mcp.ClientSession {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -329,7 +332,7 @@ func connectAs(t *testing.T, base, token string) *mcp.ClientSession {
 		hc.Transport = bearerTransport{token: token}
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "auth-test", Version: "1"}, nil)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: hc}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}

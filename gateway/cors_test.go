@@ -27,7 +27,7 @@ func TestCORS(t *testing.T) {
 		resp.Body.Close()
 		return resp
 	}
-	preflight := map[string]string{"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization,content-type,mcp-session-id,mcp-protocol-version"}
+	preflight := map[string]string{"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization,content-type,mcp-session-id,mcp-protocol-version,mcp-method,mcp-name,mcp-param-region,x-other"}
 
 	// An allowed origin's preflight: no token needed, everything a streamable HTTP client sends.
 	resp := do("OPTIONS", "https://console.cell.example", preflight, "")
@@ -43,10 +43,14 @@ func TestCORS(t *testing.T) {
 			t.Errorf("preflight: Allow-Methods %q lacks %s", h.Get("Access-Control-Allow-Methods"), m)
 		}
 	}
-	for _, name := range []string{"Content-Type", "Authorization", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-ID"} {
+	// MCP 2026-07-28 adds the method, the name and a tool's Mcp-Param-<name> headers.
+	for _, name := range []string{"Content-Type", "Authorization", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-ID", "Mcp-Method", "Mcp-Name", "mcp-param-region"} {
 		if !strings.Contains(h.Get("Access-Control-Allow-Headers"), name) {
 			t.Errorf("preflight: Allow-Headers %q lacks %s", h.Get("Access-Control-Allow-Headers"), name)
 		}
+	}
+	if strings.Contains(h.Get("Access-Control-Allow-Headers"), "x-other") {
+		t.Errorf("preflight: Allow-Headers %q allows a header no MCP client sends", h.Get("Access-Control-Allow-Headers"))
 	}
 	if h.Get("Access-Control-Max-Age") == "" {
 		t.Error("preflight: no Access-Control-Max-Age")

@@ -72,6 +72,7 @@ type Gateway struct {
 	guards       *GuardSets // in force; read and replaced under syncMu
 	guardMetrics *guards.Metrics
 	metrics      chainMetrics
+	opMetrics    *operatorMetrics           // halts and operator lockouts; nil without a registry
 	live         atomic.Pointer[generation] // the config in force and its chain; Reload swaps both
 	reloadMu     sync.Mutex                 // one reload at a time
 	server       *mcp.Server
@@ -157,7 +158,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: cfg.Gateway.Name, Title: "mcp-gateway", Version: Version},
 		&mcp.ServerOptions{
-			Logger: logger,
+			// Undelivered notifications are summed, not logged per session (sessionlimits.go).
+			Logger: sdkLogger(logger),
 			// Everything the upstreams may offer, whether or not one does yet: they come and go.
 			Capabilities: &mcp.ServerCapabilities{
 				Tools:       &mcp.ToolCapabilities{ListChanged: true},
@@ -239,6 +241,19 @@ func (g *Gateway) buildChain(cfg *config.Config, engine *policies.Engine, sets *
 // expose the same tool under bare naming, and, with RequireAll, when an upstream did not start.
 // Otherwise servers that did not start are logged and retried in the background.
 func (g *Gateway) Start(ctx context.Context) error {
+	if g.opts.RequireAll {
+		// A command that does not exist will not appear while the startup timeout runs out:
+		// fail now, naming it, instead of retrying it.
+		var missing []string
+		for _, s := range g.cfg.Servers {
+			if err := upstream.CheckCommand(s); err != nil {
+				missing = append(missing, fmt.Sprintf("%s:%d: %v", g.cfg.Path, s.CommandLine, err))
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("--require-all: no server was started, because %s", strings.Join(missing, "; "))
+		}
+	}
 	if err := g.ups.Start(ctx); err != nil {
 		if g.opts.RequireAll {
 			return err

@@ -29,37 +29,14 @@ import (
 // reading is not waited for.
 func (g *Gateway) Handler(creds []Credential) http.Handler {
 	mux := http.NewServeMux()
-	var mcpHandler http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &mcp.StreamableHTTPOptions{
-		Logger: g.log,
-		// A client that goes away cancels its calls, which tells the upstream to stop.
-		PropagateRequestCancellation: true,
-		// checkOrigin guards against DNS rebinding by gateway.allowed_origins instead. The SDK's
-		// own check refuses every Host but localhost on a loopback connection, which would
-		// refuse a reverse proxy on this machine with no setting to allow it.
-		DisableLocalhostProtection: true,
-		MaxRequestBodyBytes:        g.cfg.Gateway.MaxBodyBytes,
-		// Stateless: no Mcp-Session-Id; each request is served by a session of its own, so
-		// server-to-client requests are carried only as input requests in results.
-		Stateless: g.cfg.Gateway.HTTPMode == config.HTTPModeStateless,
-		// A session that sends nothing for this long is closed (sessionlimits.go).
-		SessionTimeout: g.sessionIdleTimeout(),
-	})
-	if g.cfg.Gateway.HTTPMode != config.HTTPModeStateless {
-		mcpHandler = g.limitSessions(g.maxSessions(), mcpHandler)
-	}
-	mcpHandler = g.limitStreams(max(1, g.maxConnections()/2), mcpHandler)
-	timeout := g.bodyReadTimeout()
-	// Read after the token is checked: a request without one is refused before its body is
-	// read. A body read whole is screened (strict.go) before the SDK sees it.
-	stateful := g.cfg.Gateway.HTTPMode != config.HTTPModeStateless
-	mcpHandler = readBody(g.maxBodyBytes(), timeout, g.door("http").strictBody(stateful), mcpHandler)
+	mcpHandler := g.mcpHandler()
 	if len(creds) > 0 {
 		mcpHandler = identify(creds, requirePrincipal(mcpTokenHint, carryPrincipal(mcpHandler)))
 	}
 	// A preflight carries no token: cors answers it before authentication, for allowed origins.
 	mux.Handle("/mcp", checkOrigin(allowedOrigins(g.cfg.Gateway.AllowedOrigins), cors(mcpHandler)))
 	g.operatorRoutes(mux, creds)
-	return bodyDeadline(timeout, g.httpMetrics(), g.log, mux)
+	return bodyDeadline(g.bodyReadTimeout(), g.httpMetrics(), g.log, mux)
 }
 
 // operatorRoutes registers what operators and Prometheus use of every gateway, serving MCP or
@@ -81,6 +58,137 @@ func (g *Gateway) operatorRoutes(mux *http.ServeMux, creds []Credential) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 		_ = json.NewEncoder(w).Encode(map[string]any{"ready": ready, "waiting": waiting})
+	})
+}
+
+// mcpHandler serves /mcp in gateway.http_mode: the SDK's stateful streamable handler, its
+// stateless one, or (auto, the default) both, each request going to the one its protocol
+// revision needs (statelessRevision). Whichever serves it, a request passes the same bounds
+// first: GET streams at most half the connections (sessionlimits.go), the body read whole under
+// its size and time limits, and the strict door (strict.go). Handler adds the origin check,
+// CORS and authentication around all of it.
+func (g *Gateway) mcpHandler() http.Handler {
+	mode := g.cfg.Gateway.HTTPMode
+	var h http.Handler
+	switch mode {
+	case config.HTTPModeStateful:
+		h = g.statefulHandler()
+	case config.HTTPModeStateless:
+		h = g.streamable(true)
+	default:
+		h = byRevision(g.statefulHandler(), g.streamable(true))
+	}
+	h = g.limitStreams(max(1, g.maxConnections()/2), h)
+	// Read after the token is checked: a request without one is refused before its body is
+	// read. A body read whole is screened (strict.go) before the SDK sees it.
+	h = readBody(g.maxBodyBytes(), g.bodyReadTimeout(), g.door("http").strictBody(mode), h)
+	if mode != config.HTTPModeStateful && mode != config.HTTPModeStateless { // auto, or "" in a config built in code
+		h = withRoute(h)
+	}
+	return h
+}
+
+// statefulHandler is the SDK's stateful handler, its sessions capped at gateway.max_sessions
+// and ended when idle (sessionlimits.go), counted in mcp_gateway_http_sessions.
+func (g *Gateway) statefulHandler() http.Handler {
+	g.sessionMetrics()
+	idle := newIdleSessions(g.sessionIdleTimeout(), g.endSession)
+	return g.limitSessions(g.maxSessions(), idle.track(g.streamable(false)))
+}
+
+// streamable is one of the SDK's streamable HTTP handlers over the gateway's MCP server.
+func (g *Gateway) streamable(stateless bool) http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &mcp.StreamableHTTPOptions{
+		Logger: g.log,
+		// A client that goes away cancels its calls, which tells the upstream to stop.
+		PropagateRequestCancellation: true,
+		// checkOrigin guards against DNS rebinding by gateway.allowed_origins instead. The SDK's
+		// own check refuses every Host but localhost on a loopback connection, which would
+		// refuse a reverse proxy on this machine with no setting to allow it.
+		DisableLocalhostProtection: true,
+		MaxRequestBodyBytes:        g.cfg.Gateway.MaxBodyBytes,
+		// Stateless: no Mcp-Session-Id; each request is served by a session of its own, so
+		// server-to-client requests are carried only as input requests in results.
+		Stateless: stateless,
+		// No SessionTimeout: the SDK's counts POSTs only and would end the session of a client
+		// that listens on its GET stream; idleSessions ends idle sessions instead.
+	})
+}
+
+// Protocol revisions on one endpoint (gateway.http_mode: auto). MCP 2026-07-28 has no sessions:
+// a client sends every request with its revision in the MCP-Protocol-Version header and in
+// _meta, and may begin with server/discover; the SDK serves that only on its stateless
+// handler, and refuses it on its stateful one. Revisions 2025-03-26 to 2025-11-25 begin with
+// initialize and carry the Mcp-Session-Id it answers with; only the stateful handler keeps
+// them. Their requests never look alike, so each goes where it is served:
+//
+//  1. a request with Mcp-Session-Id belongs to its session: stateful (an unknown id gets 404,
+//     which tells the client to initialize again);
+//  2. else one whose MCP-Protocol-Version header is 2026-07-28 or later: stateless;
+//  3. else a POST of server/discover, or of a request whose _meta names its protocol version
+//     (io.modelcontextprotocol/protocolVersion): stateless, which answers it as that revision
+//     says, with the headers it needs when they are missing;
+//  4. else stateful: initialize opens a session; anything else without one is refused as
+//     before (strict.go).
+//
+// A client of 2026-07-28 that discovers first is offered every revision the SDK speaks, picks
+// the newest it shares and stays stateless; an older client's initialize negotiates its own
+// revision as it always did. server/discover goes stateless because the stateful handler
+// would answer it with the older revisions alone, moving a client that speaks 2026-07-28 down
+// to 2025-11-25.
+const revision20260728 = "2026-07-28"
+
+// statelessRevision reports whether the request, whose message (if a POST) the door read as m,
+// is served by the stateless handler.
+func statelessRevision(r *http.Request, m doorMessage) bool {
+	if r.Header.Get("Mcp-Session-Id") != "" {
+		return false
+	}
+	if r.Header.Get("Mcp-Protocol-Version") >= revision20260728 {
+		return true
+	}
+	return r.Method == http.MethodPost && !m.batch && (m.method == "server/discover" || metaVersion(m.params))
+}
+
+// route carries the door's choice of handler (statelessRevision, made while it reads the
+// message) across readBody to byRevision, for a request whose headers alone do not decide.
+type route struct{ stateless bool }
+
+type routeKey struct{}
+
+// withRoute gives a request whose handler its body decides (a POST with neither a session nor
+// a 2026-07-28 header) a route for the door to fill.
+func withRoute(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && r.Header.Get("Mcp-Protocol-Version") < revision20260728 {
+			r = r.WithContext(context.WithValue(r.Context(), routeKey{}, &route{}))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// noteRoute records the door's choice for byRevision, when the request carries a route.
+func noteRoute(r *http.Request, stateless bool) {
+	if rt, ok := r.Context().Value(routeKey{}).(*route); ok {
+		rt.stateless = stateless
+	}
+}
+
+// byRevision serves a request with the stateless handler when the door chose it or, for a
+// request that carries no route, its headers say so; else with the stateful one.
+func byRevision(stateful, stateless http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var to bool
+		if rt, ok := r.Context().Value(routeKey{}).(*route); ok {
+			to = rt.stateless
+		} else {
+			to = statelessRevision(r, doorMessage{})
+		}
+		if to {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
 	})
 }
 

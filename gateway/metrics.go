@@ -52,7 +52,48 @@ type stateCollector struct {
 	output   *prometheus.Desc
 }
 
+// operatorMetrics count the operators' stops by server. Nil-safe: a gateway without a registry
+// counts nothing.
+type operatorMetrics struct {
+	halts *prometheus.CounterVec
+	locks *prometheus.CounterVec
+}
+
+func newOperatorMetrics(reg prometheus.Registerer, physical []string) *operatorMetrics {
+	m := &operatorMetrics{
+		halts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: governor.Namespace,
+			Name:      "halts_total",
+			Help:      "Halts (emergency stops) that covered the server, a repeated halt included.",
+		}, []string{"server"}),
+		locks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: governor.Namespace,
+			Name:      "operator_lockouts_total",
+			Help:      "Lockouts an operator put in force on the server with mcp-gateway lock (a lock of a server already locked out changes nothing and is not counted).",
+		}, []string{"server"}),
+	}
+	reg.MustRegister(m.halts, m.locks)
+	for _, s := range physical {
+		m.halts.WithLabelValues(s)
+		m.locks.WithLabelValues(s)
+	}
+	return m
+}
+
+func (m *operatorMetrics) halt(server string) {
+	if m != nil {
+		m.halts.WithLabelValues(server).Inc()
+	}
+}
+
+func (m *operatorMetrics) lock(server string) {
+	if m != nil {
+		m.locks.WithLabelValues(server).Inc()
+	}
+}
+
 func registerGatewayMetrics(reg prometheus.Registerer, g *Gateway) {
+	g.opMetrics = newOperatorMetrics(reg, PhysicalServers(g.cfg))
 	reg.MustRegister(&stateCollector{
 		g: g,
 		up: prometheus.NewDesc(governor.Namespace+"_upstream_up",

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/governor"
+	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
@@ -72,8 +73,9 @@ func (n consoleNotifier) Notify(ctx context.Context, a store.Approval) error {
 	}
 	args := store.TruncateString(string(a.Args), consoleArgsBytes)
 	msg := fmt.Sprintf("APPROVAL NEEDED: %s wants to call %s on server %s with %s (rule %s). "+
-		"Answer with `mcp-gateway approvals approve %s` or `mcp-gateway approvals deny %s --reason ...` before %s (in %s)",
-		who, a.Tool, a.Server, args, rule, a.ID, a.ID, a.Expires.Format(time.RFC3339), time.Until(a.Expires).Round(time.Second))
+		"Answer with `%s` or `%s` before %s (in %s)",
+		who, a.Tool, a.Server, args, rule, pastable.Command("approvals", "approve", a.ID), pastable.Command("approvals", "deny", a.ID, "--reason", "why not"),
+		a.Expires.Format(time.RFC3339), time.Until(a.Expires).Round(time.Second))
 	r := slog.NewRecord(time.Now(), slog.LevelWarn, msg, 0)
 	r.AddAttrs(slog.String("approval", a.ID), slog.String("server", a.Server), slog.String("tool", a.Tool),
 		slog.String("principal", a.Principal), slog.String("session", a.Session), slog.String("rule", a.Rule),

@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-gateway/mcp-gateway/governor"
+	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
@@ -115,11 +116,11 @@ func (g *Gateway) checkPin(cat *Catalog, t *governor.Tool, p store.Pin, found bo
 	parts := DefinitionChanges(p.Definition, def)
 	cat.Quarantine(t.Public, fmt.Sprintf(
 		"The definition of tool %s changed on server %s since it was pinned (%s), so the gateway keeps it out of the tool list and does not call it: "+
-			"a changed tool definition can change what a model does. An operator must review the change with `mcp-gateway pins list` "+
-			"and accept it with `mcp-gateway pins accept %s/%s`. Until then, use the listed tools.",
-		t.Public, t.Server, describeChanges(parts), t.Server, t.Upstream))
-	msg := fmt.Sprintf("server %s: tool %s is quarantined: %s since it was pinned at %s; review with `mcp-gateway pins list -c %s`, then accept with `mcp-gateway pins accept %s/%s -c %s`",
-		t.Server, t.Upstream, describeChanges(parts), p.Pinned.Format(time.RFC3339), g.cfg.Path, t.Server, t.Upstream, g.cfg.Path)
+			"a changed tool definition can change what a model does. An operator must review the change with `%s` "+
+			"and accept it with `%s`. Until then, use the listed tools.",
+		t.Public, t.Server, describeChanges(parts), pastable.Command("pins", "list"), pastable.Command("pins", "accept", t.Server+"/"+t.Upstream)))
+	msg := fmt.Sprintf("server %s: tool %s is quarantined: %s since it was pinned at %s; review with `%s`, then accept with `%s`",
+		t.Server, t.Upstream, describeChanges(parts), p.Pinned.Format(time.RFC3339), pastable.Command("pins", "list"), pastable.Command("pins", "accept", t.Server+"/"+t.Upstream))
 	if p.Pending != digest {
 		p.Pending, p.PendingDefinition, p.Changed, p.Annotations = digest, def, now, ann
 		if err := st.PutPin(p); err != nil {

@@ -41,6 +41,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-gateway/mcp-gateway/guards"
+	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
 )
 
 // defText is one string of a definition a client sees.
@@ -423,8 +424,8 @@ func withheldMessage(kind, server, name string, s screened) string {
 		what = "a " + word + " (its name is not repeated: a guard flagged it)"
 	}
 	return fmt.Sprintf("%s of server %s is withheld: its definition failed a tool_definition guard (%s). "+
-		"It is not listed and cannot be used. An operator must review the server (`mcp-gateway pins list` names the path of each finding); "+
-		"it returns once its definition passes the guards", what, server, s.reason)
+		"It is not listed and cannot be used. An operator must review the server (`%s` names the path of each finding); "+
+		"it returns once its definition passes the guards", what, server, s.reason, pastable.Command("pins", "list"))
 }
 
 func withheldEntry(kind, server, name string, s screened) Withheld {

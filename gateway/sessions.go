@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mcp-gateway/mcp-gateway/governor"
 )
@@ -44,10 +47,13 @@ func (s *sessions) get(id string) *sessionState {
 }
 
 // prune drops sessions no longer connected. Called with mu held, when the table doubles.
+// Requests without a session (MCP 2026-07-28, stateless HTTP) all share the entry "", which is
+// never dropped: a label a guard set there (untrusted) must not vanish because other sessions
+// came and went.
 func (s *sessions) prune() {
 	live := s.live()
 	for id := range s.m {
-		if !live[id] {
+		if id != "" && !live[id] {
 			delete(s.m, id)
 		}
 	}
@@ -75,13 +81,31 @@ func (s *sessions) label(session, name string) {
 	st.mu.Unlock()
 }
 
-// inFlight counts the calls running on each server, for `state.in_flight` in policies.
+// inFlight counts the calls running on each server, for `state.in_flight` in policies, and keeps
+// the physical ones with a way to cancel each, for a halt and for status.
 type inFlight struct {
 	m map[string]*atomic.Int64 // fixed at start: one per configured server
+
+	mu       sync.Mutex
+	physical map[*flight]struct{}
+}
+
+// flight is a physical call past the policy step: waiting for its server's turn, or running on
+// it. Its fields are fixed when it is registered, except those the end sets.
+type flight struct {
+	id, server, tool, principal, session string
+	start                                time.Time // when it reached dispatch
+	stop                                 bool      // the server's stop tool: never cancelled by a halt
+	cancel                               context.CancelCauseFunc
+	done                                 chan struct{} // closed once the call is back from dispatch
+
+	// Set before done is closed.
+	end time.Time
+	out *governor.Outcome
 }
 
 func newInFlight(servers []string) *inFlight {
-	f := &inFlight{m: make(map[string]*atomic.Int64, len(servers))}
+	f := &inFlight{m: make(map[string]*atomic.Int64, len(servers)), physical: map[*flight]struct{}{}}
 	for _, s := range servers {
 		f.m[s] = new(atomic.Int64)
 	}
@@ -95,17 +119,87 @@ func (f *inFlight) get(server string) int64 {
 	return 0
 }
 
-// step counts a call as in flight while later steps and the dispatch run.
+// dispatchKey marks a context whose call reports when it reaches dispatch: the value is a
+// func(time.Time), called once from the step below. A halt times its stop calls with it.
+type dispatchKey struct{}
+
+// step counts a call as in flight while later steps and the dispatch run. A physical call is
+// also registered, with a context a halt can cancel, until it returns.
 func (f *inFlight) step() governor.Step {
 	return func(next governor.Handler) governor.Handler {
 		return governor.HandlerFunc(func(ctx context.Context, c *governor.Call) *governor.Outcome {
+			if reached, ok := ctx.Value(dispatchKey{}).(func(time.Time)); ok {
+				reached(time.Now())
+			}
 			n, ok := f.m[c.Tool.Server]
 			if !ok {
 				return next.Handle(ctx, c)
 			}
 			n.Add(1)
 			defer n.Add(-1)
-			return next.Handle(ctx, c)
+			if !c.Tool.Physical() {
+				return next.Handle(ctx, c)
+			}
+			ctx, fl := f.register(ctx, c)
+			defer f.unregister(fl)
+			fl.out = next.Handle(ctx, c)
+			return fl.out
 		})
 	}
+}
+
+func (f *inFlight) register(ctx context.Context, c *governor.Call) (context.Context, *flight) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	fl := &flight{
+		id: c.ID, server: c.Tool.Server, tool: c.Name, principal: c.Principal, session: c.Session,
+		start: time.Now(), stop: c.Tool.Stop, cancel: cancel, done: make(chan struct{}),
+	}
+	f.mu.Lock()
+	f.physical[fl] = struct{}{}
+	f.mu.Unlock()
+	return ctx, fl
+}
+
+func (f *inFlight) unregister(fl *flight) {
+	f.mu.Lock()
+	delete(f.physical, fl)
+	f.mu.Unlock()
+	fl.end = time.Now()
+	fl.cancel(nil)
+	close(fl.done)
+}
+
+// cancelPhysical cancels every physical call in flight but stop-tool calls, with cause, and
+// returns them, oldest first. A call that was sent fails as cancelled with an unknown outcome
+// (governor.Dispatch says why, from cause); one still waiting for its turn is not sent.
+func (f *inFlight) cancelPhysical(cause error) []*flight {
+	f.mu.Lock()
+	var out []*flight
+	for fl := range f.physical {
+		if !fl.stop {
+			out = append(out, fl)
+		}
+	}
+	f.mu.Unlock()
+	for _, fl := range out {
+		fl.cancel(cause)
+	}
+	sortFlights(out)
+	return out
+}
+
+// physicalCalls is a snapshot of the physical calls in flight, oldest first.
+func (f *inFlight) physicalCalls() []*flight {
+	f.mu.Lock()
+	out := make([]*flight, 0, len(f.physical))
+	for fl := range f.physical {
+		out = append(out, fl)
+	}
+	f.mu.Unlock()
+	sortFlights(out)
+	return out
+}
+
+func sortFlights(fs []*flight) {
+	slices.SortFunc(fs, func(a, b *flight) int { return cmp.Or(a.start.Compare(b.start), cmp.Compare(a.id, b.id)) })
 }

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/governor"
 	"github.com/mcp-gateway/mcp-gateway/internal/strictjson"
 )
@@ -27,9 +29,11 @@ import (
 //   - it must be a JSON-RPC 2.0 message read one way only: an object (or a batch of them) with
 //     "jsonrpc":"2.0", a string method or an id with one of result and error, an id that is a
 //     string or an integer, params that are an object or an array; else -32600 Invalid Request;
-//   - over stateful HTTP, a message without an Mcp-Session-Id header must be initialize (or a
-//     ping or server/discover, which the SDK answers before a session): else -32600, where the
-//     SDK would open a session only to fail the call with error code 0 and an ERROR log line.
+//   - a message for the stateful handler without an Mcp-Session-Id header must be initialize
+//     (or a ping or server/discover, which the SDK answers before a session): else -32600,
+//     where the SDK would open a session only to fail the call with error code 0 and an ERROR
+//     log line. In gateway.http_mode auto, messages of MCP 2026-07-28 go to the stateless
+//     handler and need none (http.go).
 //
 // A refusal is a JSON-RPC error response (application/json, HTTP 400), with the request's id
 // when it can be read one way only, else null; error.data says the reason, byte and path. Each
@@ -308,17 +312,26 @@ func (d *door) refused(r *refusal) {
 	}
 }
 
-// strictBody is readBody's screen for /mcp: a POST body must be a message screen lets through,
-// and without an Mcp-Session-Id over stateful HTTP, an initialize. It answers a refusal itself
-// and reports whether the request goes on.
-func (d *door) strictBody(stateful bool) func(http.ResponseWriter, *http.Request, []byte) bool {
+// strictBody is readBody's screen for /mcp in gateway.http_mode mode: a POST body must be a
+// message screen lets through, and without an Mcp-Session-Id, when the stateful handler is to
+// serve it, an initialize. In auto mode it chooses the handler as it reads the message
+// (statelessRevision, http.go). It answers a refusal itself and reports whether the request
+// goes on.
+func (d *door) strictBody(mode string) func(http.ResponseWriter, *http.Request, []byte) bool {
 	return func(w http.ResponseWriter, r *http.Request, body []byte) bool {
 		if r.Method != http.MethodPost {
 			return true
 		}
 		m, ref := screen(body)
-		if ref == nil && stateful && r.Header.Get("Mcp-Session-Id") == "" {
-			ref = needsSession(r, m)
+		if ref == nil {
+			stateless := mode == config.HTTPModeStateless
+			if mode != config.HTTPModeStateful && !stateless {
+				stateless = statelessRevision(r, m)
+				noteRoute(r, stateless)
+			}
+			if !stateless && r.Header.Get("Mcp-Session-Id") == "" {
+				ref = needsSession(r, m)
+			}
 		}
 		if ref == nil {
 			return true
@@ -337,10 +350,11 @@ func (d *door) strictBody(stateful bool) func(http.ResponseWriter, *http.Request
 var beforeSession = map[string]bool{"initialize": true, "ping": true, "server/discover": true}
 
 // needsSession refuses a message that needs a session and names none. Messages of protocol
-// revision 2026-07-28 and later (by header or _meta) are left to the SDK, which answers them
-// with its own JSON-RPC error on a stateful server.
+// revision 2026-07-28 and later (by header or _meta) are left to the SDK: gateway.http_mode
+// auto serves them statelessly, and a stateful-only gateway answers them with the SDK's
+// JSON-RPC error that lists the revisions it serves.
 func needsSession(r *http.Request, m doorMessage) *refusal {
-	if v := r.Header.Get("Mcp-Protocol-Version"); v >= "2026-07-28" {
+	if v := r.Header.Get("Mcp-Protocol-Version"); v >= revision20260728 {
 		return nil
 	}
 	if m.batch && m.hasInit || !m.batch && beforeSession[m.method] || !m.batch && metaVersion(m.params) {
@@ -350,7 +364,8 @@ func needsSession(r *http.Request, m doorMessage) *refusal {
 		message: "Invalid Request: no Mcp-Session-Id header; begin with initialize, then send the Mcp-Session-Id its answer carries with every request"}
 }
 
-// metaVersion reports whether params carry _meta.protocolVersion.
+// metaVersion reports whether params carry the protocol version in _meta, as requests of MCP
+// 2026-07-28 and later do.
 func metaVersion(params []byte) bool {
 	if len(params) == 0 || params[0] != '{' {
 		return false
@@ -359,6 +374,6 @@ func metaVersion(params []byte) bool {
 	if json.Unmarshal(params, &top) != nil || json.Unmarshal(top["_meta"], &meta) != nil {
 		return false
 	}
-	_, ok := meta["protocolVersion"]
+	_, ok := meta[mcp.MetaKeyProtocolVersion]
 	return ok
 }

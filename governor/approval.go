@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
@@ -298,7 +299,7 @@ func (a *Approvals) notifyFailed(ctx context.Context, c *Call, req store.Approva
 	if errors.As(err, &ne) {
 		channel, cause = ne.Channel, ne.Err
 	}
-	a.log.Error("approval channel failed; the request stays pending and can be decided with `mcp-gateway approvals`",
+	a.log.Error("approval channel failed; the request stays pending and can be decided with `"+pastable.Command("approvals", "list")+"`",
 		"approval", req.ID, "channel", channel, "tool", c.Name, "error", cause)
 	if a.failures != nil {
 		a.failures.WithLabelValues(channel).Inc()
@@ -307,8 +308,9 @@ func (a *Approvals) notifyFailed(ctx context.Context, c *Call, req store.Approva
 		Type: store.RecordApproval, Action: "notify_failed", Principal: c.Principal, Session: c.Session,
 		Server: req.Server, Tool: req.Tool, CallID: c.ID,
 		Reason: fmt.Sprintf("approval request %s could not be delivered on the %s channel: %v. It stays pending until %s; "+
-			"see it with `mcp-gateway approvals list` and answer with `mcp-gateway approvals approve|deny %s`.",
-			req.ID, channel, cause, req.Expires.Format(time.RFC3339), req.ID),
+			"see it with `%s` and answer with `%s` or `%s`.",
+			req.ID, channel, cause, req.Expires.Format(time.RFC3339), pastable.Command("approvals", "list"),
+			pastable.Command("approvals", "approve", req.ID), pastable.Command("approvals", "deny", req.ID, "--reason", "why not")),
 		Detail: map[string]any{"approval": req.ID, "rule": req.Rule, "channel": channel, "error": cause.Error()},
 	}
 	if _, err := a.audit.AppendSync(context.WithoutCancel(ctx), rec); err != nil {

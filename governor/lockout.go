@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
@@ -55,16 +56,23 @@ func lockoutReason(server string, l store.Lockout) string {
 	} else {
 		fmt.Fprintf(&b, "Physical actions on server %s are locked out: ", l.Server)
 	}
-	fmt.Fprintf(&b, "the call to %s (call %s) at %s left the robot in an unknown state (%s). ",
-		l.Tool, l.CallID, l.At.UTC().Format(time.RFC3339), strings.TrimSuffix(l.Reason, "."))
+	at, why := l.At.UTC().Format(time.RFC3339), strings.TrimSuffix(l.Reason, ".")
+	switch l.Kind {
+	case store.LockoutHalt:
+		fmt.Fprintf(&b, "the operator %s halted the robot at %s (emergency stop: %s). ", l.By, at, why)
+	case store.LockoutOperator:
+		fmt.Fprintf(&b, "the operator %s locked it out at %s (%s). ", l.By, at, why)
+	default:
+		fmt.Fprintf(&b, "the call to %s (call %s) at %s left the robot in an unknown state (%s). ", l.Tool, l.CallID, at, why)
+	}
 	b.WriteString(operatorMust(l.Server))
 	return b.String()
 }
 
 // operatorMust says what has to happen before physical actions resume.
 func operatorMust(server string) string {
-	return fmt.Sprintf("An operator must inspect the robot and then reset the lockout with `mcp-gateway unlock %s --reason \"...\"`. "+
-		"Do not retry physical actions until then; tools of non-physical servers still work.", server)
+	return fmt.Sprintf("An operator must inspect the robot and then reset the lockout with `%s`. "+
+		"Do not retry physical actions until then; tools of non-physical servers still work.", pastable.Command("unlock", server, "--reason", "what was inspected"))
 }
 
 // CheckLockout is step 2: a call to a physical server is refused with

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
 )
 
 // Record types.
@@ -524,7 +526,7 @@ func (s *Store) loadAuditTail() (chainTail, error) {
 		tail.seq = binary.BigEndian.Uint64(k)
 		claimed, actual, ok := storedHash(v)
 		if !ok || claimed != actual {
-			s.log.Warn("the last audit record is damaged; continuing the chain from its raw bytes; run `mcp-gateway audit verify`",
+			s.log.Warn("the last audit record is damaged; continuing the chain from its raw bytes; run `"+pastable.Command("audit", "verify")+"`",
 				"seq", tail.seq, "file", s.path)
 			sum := sha256.Sum256(v)
 			tail.hash = hex.EncodeToString(sum[:])

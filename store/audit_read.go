@@ -9,6 +9,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
 )
 
 // scanChunk is how many stored records one read transaction looks at. Readers work in chunks so
@@ -184,7 +186,7 @@ func (s *Store) decodeRecord(k, v []byte) (Record, bool) {
 		return r, false
 	}
 	if err := json.Unmarshal(v, &r); err != nil {
-		s.log.Warn("unreadable audit record skipped; run `mcp-gateway audit verify`",
+		s.log.Warn("unreadable audit record skipped; run `"+pastable.Command("audit", "verify")+"`",
 			"seq", binary.BigEndian.Uint64(k), "file", s.path, "err", err)
 		return r, false
 	}

@@ -28,6 +28,10 @@ type Lockout struct {
 	Kind string `json:",omitempty"`
 	// By is the operator who locked or halted; "" for a lockout the gateway put in force.
 	By string `json:",omitempty"`
+	// Replaced is the lockout a halt took the place of (a halt replaces a lockout of any other
+	// kind, see [Store.ApplyLockout]), so that whoever clears the halt learns what else was
+	// wrong with the robot; nil otherwise.
+	Replaced *Lockout `json:",omitempty"`
 }
 
 // Lockout kinds.
@@ -40,12 +44,18 @@ const (
 // Halted reports whether the lockout is an emergency stop.
 func (l Lockout) Halted() bool { return l.Kind == LockoutHalt }
 
+// replaces reports whether l takes the place of cur, a lockout in force on the same server: only
+// a halt does, and only over a lockout that is not one. Every other lockout leaves the first in
+// force, whose record says what happened first.
+func (l Lockout) replaces(cur Lockout) bool { return l.Halted() && !cur.Halted() }
+
 // LockoutStore keeps lockouts durably and answers the hot path from memory.
 type LockoutStore interface {
 	// PutLockout puts a lockout in force and commits it to disk (fsync) before it returns. If
-	// the server is already locked out, the first lockout stays and PutLockout returns nil. If
-	// the disk does not take it, the lockout stays in force in memory, is written as soon as the
-	// disk allows, and the error says so.
+	// the server is already locked out, the first lockout stays and PutLockout returns nil,
+	// unless l is a halt and the first is not: a halt replaces it. If the disk does not take it,
+	// the lockout stays in force in memory, is written as soon as the disk allows, and the error
+	// says so.
 	PutLockout(l Lockout) error
 	// Lockouts returns every active lockout, oldest first, from memory: no disk read, no
 	// allocation when there are none. It is called on every tool call.
@@ -81,20 +91,36 @@ func newLockoutView(m map[string]Lockout) *lockoutView {
 // or does not complete within the commit timeout, PutLockout returns an error wrapping
 // [ErrUnavailable], keeps the lockout in memory and writes it as soon as the disk allows.
 func (s *Store) PutLockout(l Lockout) error {
+	_, _, err := s.ApplyLockout(l)
+	return err
+}
+
+// ApplyLockout is PutLockout that says what it did, in one step, so that two operators acting at
+// once cannot both believe they put their lockout in force: prev is the lockout that was in
+// force before (Server "" when none), and applied whether l is in force now. A halt over a
+// lockout of another kind replaces it and keeps it as l.Replaced; any other lockout over an
+// existing one, and a halt over a halt, changes nothing (applied false, err nil). The error is
+// PutLockout's: the lockout is in force in memory but not yet on disk.
+func (s *Store) ApplyLockout(l Lockout) (prev Lockout, applied bool, err error) {
 	if l.Server == "" {
-		return errors.New("lockout without a server")
+		return Lockout{}, false, errors.New("lockout without a server")
 	}
 	if s.readOnly {
-		return ErrReadOnly
+		return Lockout{}, false, ErrReadOnly
 	}
 	if l.At.IsZero() {
 		l.At = s.now()
 	}
 	l.At = l.At.UTC()
 	s.lockMu.Lock()
-	if _, ok := s.Lockout(l.Server); ok {
+	prev, had := s.Lockout(l.Server)
+	if had && !l.replaces(prev) {
 		s.lockMu.Unlock()
-		return nil
+		return prev, false, nil
+	}
+	if had {
+		replaced := prev
+		l.Replaced = &replaced
 	}
 	m := maps.Clone(s.lockouts.Load().byServer)
 	m[l.Server] = l
@@ -102,12 +128,12 @@ func (s *Store) PutLockout(l Lockout) error {
 	s.pending[l.Server] = l
 	s.lockMu.Unlock()
 	if err := s.Available(); err != nil {
-		return fmt.Errorf("lockout of server %s is held in memory and will be written when the state file can be: %w", l.Server, err)
+		return prev, true, fmt.Errorf("lockout of server %s is held in memory and will be written when the state file can be: %w", l.Server, err)
 	}
 	if err := s.writePendingLockouts(); err != nil {
-		return fmt.Errorf("lockout of server %s is held in memory and will be written when the state file can be: %w", l.Server, err)
+		return prev, true, fmt.Errorf("lockout of server %s is held in memory and will be written when the state file can be: %w", l.Server, err)
 	}
-	return nil
+	return prev, true, nil
 }
 
 // hasPendingLockouts reports whether a lockout in force is not on disk yet.
@@ -118,8 +144,9 @@ func (s *Store) hasPendingLockouts() bool {
 }
 
 // writePendingLockouts writes the lockouts held in memory only, in one transaction bounded by
-// the commit timeout. A server whose lockout is already on disk keeps the one there. It holds
-// lockMu, so that a clear cannot interleave with the write.
+// the commit timeout. A server whose lockout is already on disk keeps the one there, unless the
+// pending one replaces it (a halt). It holds lockMu, so that a clear cannot interleave with the
+// write.
 func (s *Store) writePendingLockouts() error {
 	s.lockMu.Lock()
 	defer s.lockMu.Unlock()
@@ -137,10 +164,16 @@ func (s *Store) writePendingLockouts() error {
 	err := s.updateWithin(s.commitTimeout, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketLockouts)
 		for server, v := range values {
-			if b.Get([]byte(server)) == nil {
-				if err := b.Put([]byte(server), v); err != nil {
-					return err
+			if on := b.Get([]byte(server)); on != nil {
+				// One that does not parse is in force as a lockout of no kind (loadLockouts), which
+				// a halt replaces.
+				var disk Lockout
+				if json.Unmarshal(on, &disk) == nil && !s.pending[server].replaces(disk) {
+					continue
 				}
+			}
+			if err := b.Put([]byte(server), v); err != nil {
+				return err
 			}
 		}
 		return nil

@@ -128,3 +128,82 @@ func TestInFlightPhysicalCallLocksOutAfterACrash(t *testing.T) {
 		t.Fatal("a finished call must leave no lockout")
 	}
 }
+
+// A halt replaces a lockout of any other kind and keeps it; every other lockout, and a halt
+// over a halt, leaves the first in force. What is in force survives a reopen.
+func TestApplyLockoutHaltReplacesOtherKinds(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir, Options{})
+	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	unknown := Lockout{Server: "arm", Tool: "arm__move", CallID: "c1", Kind: LockoutUnknown, Reason: "deadline passed", At: at}
+	if prev, applied, err := s.ApplyLockout(unknown); err != nil || !applied || prev.Server != "" {
+		t.Fatalf("first lockout: prev %+v, applied %v, %v", prev, applied, err)
+	}
+	lock := Lockout{Server: "arm", Kind: LockoutOperator, By: "alice", Reason: "in the cell", At: at.Add(time.Second)}
+	if prev, applied, err := s.ApplyLockout(lock); err != nil || applied || prev != unknown {
+		t.Fatalf("an operator lock over a lockout must change nothing: prev %+v, applied %v, %v", prev, applied, err)
+	}
+	halt := Lockout{Server: "arm", Kind: LockoutHalt, By: "bob", Reason: "smoke", At: at.Add(time.Minute)}
+	prev, applied, err := s.ApplyLockout(halt)
+	if err != nil || !applied || prev != unknown {
+		t.Fatalf("a halt over an unknown outcome: prev %+v, applied %v, %v", prev, applied, err)
+	}
+	got, _ := s.Lockout("arm")
+	if !got.Halted() || got.By != "bob" || got.Replaced == nil || *got.Replaced != unknown {
+		t.Fatalf("in force after the halt: %+v", got)
+	}
+	second := Lockout{Server: "arm", Kind: LockoutHalt, By: "carol", Reason: "again", At: at.Add(time.Hour)}
+	if prev, applied, err := s.ApplyLockout(second); err != nil || applied || prev.By != "bob" {
+		t.Fatalf("a halt over a halt must keep the first: prev %+v, applied %v, %v", prev, applied, err)
+	}
+	// PutLockout follows the same rule: it is what a timed-out call uses.
+	if err := s.PutLockout(Lockout{Server: "arm", Tool: "arm__home", CallID: "c2", At: at.Add(2 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openStore(t, dir, Options{})
+	got, ok := s.Lockout("arm")
+	if !ok || !got.Halted() || got.By != "bob" || got.Reason != "smoke" || got.Replaced == nil || got.Replaced.CallID != "c1" {
+		t.Fatalf("after reopen: %+v, %v; want bob's halt, which replaced c1's lockout", got, ok)
+	}
+	cleared, ok, err := s.ClearLockout("arm")
+	if err != nil || !ok || !cleared.Halted() || cleared.Replaced == nil {
+		t.Fatalf("ClearLockout: %+v, %v, %v; want the halt with what it replaced", cleared, ok, err)
+	}
+}
+
+// A halt held in memory while the disk refused it is written over the lockout it replaced once
+// the disk takes writes; any other pending lockout leaves the one on disk.
+func TestPendingHaltIsWrittenOverTheLockoutOnDisk(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir, Options{})
+	for _, l := range []Lockout{
+		{Server: "arm", Tool: "arm__move", CallID: "c1", Kind: LockoutUnknown},
+		{Server: "base", Tool: "base__drive", CallID: "c2", Kind: LockoutUnknown},
+	} {
+		if err := s.PutLockout(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What ApplyLockout leaves behind when the write fails: in force in memory, pending.
+	s.lockMu.Lock()
+	s.pending["arm"] = Lockout{Server: "arm", Kind: LockoutHalt, By: "bob", Reason: "smoke"}
+	s.pending["base"] = Lockout{Server: "base", Kind: LockoutOperator, By: "bob", Reason: "in the cell"}
+	s.lockMu.Unlock()
+	if err := s.writePendingLockouts(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, dir, Options{})
+	if l, _ := s.Lockout("arm"); !l.Halted() || l.By != "bob" {
+		t.Errorf("arm on disk: %+v, want the halt", l)
+	}
+	if l, _ := s.Lockout("base"); l.CallID != "c2" || l.Kind != LockoutUnknown {
+		t.Errorf("base on disk: %+v, want the first lockout kept", l)
+	}
+}

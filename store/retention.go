@@ -9,6 +9,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
 )
 
 // Retention bounds the audit log (audit.retention). The zero value keeps everything.
@@ -166,7 +168,7 @@ func (p *pruner) round() error {
 func (p *pruner) halt(err error) error {
 	p.halted = err
 	p.s.log.Error("audit retention stopped: a record it would prune does not verify, and pruning it would hide that; "+
-		"run `mcp-gateway audit verify`, export the log (`mcp-gateway audit export`), and restart the gateway once it is understood",
+		"run `"+pastable.Command("audit", "verify")+"`, export the log (`"+pastable.Command("audit", "export")+"`), and restart the gateway once it is understood",
 		"file", p.s.path, "err", err)
 	return err
 }

@@ -174,6 +174,15 @@ func (u *Upstream) Restarts() int {
 	return u.restarts
 }
 
+// Queued is the number of calls waiting for a physical server's one call at a time; 0 for a
+// server that is not physical.
+func (u *Upstream) Queued() int {
+	if u.queue == nil {
+		return 0
+	}
+	return u.queue.queued()
+}
+
 // Restart stops the current session and child, if any, and starts the server again at once, as
 // an operator reset; a pending backoff is skipped. Calls in flight fail as crashed. It returns
 // when the new start attempt has finished: nil if the server is ready, else why not.

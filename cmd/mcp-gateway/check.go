@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/gateway"
+	"github.com/mcp-gateway/mcp-gateway/upstream"
 )
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -39,6 +40,15 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	problems := append(ex.problems, gateway.StopToolRules(cfg, engine.Rules())...)
 	for _, n := range ex.notes {
 		fmt.Fprintln(stderr, n)
+	}
+	// A command that cannot be found is a warning, not an error: it may be installed before the
+	// gateway starts, and a gateway retries a server that does not start.
+	for i, s := range cfg.Servers {
+		var ce *upstream.CommandError
+		if errors.As(upstream.CheckCommand(s), &ce) {
+			fmt.Fprintf(stderr, "%s:%d: servers[%d] (%s): warning: command %q %s; the gateway would retry starting it (serve --require-all stops instead)\n",
+				cfg.Path, s.CommandLine, i, s.Name, ce.Command, ce.Why)
+		}
 	}
 	if len(problems) > 0 {
 		for _, p := range problems {

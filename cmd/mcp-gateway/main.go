@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
 )
 
 // command is one subcommand.
@@ -26,10 +27,13 @@ type command struct {
 
 var commands = []command{
 	{"serve", "serve the gateway (streamable HTTP on gateway.listen, or stdio with --stdio)", runServe},
+	{"connect", "serve one MCP session on stdin/stdout for a running gateway at URL (for IDEs that launch a command)", runConnect},
 	{"agent", "run the built-in agent on a task over the governed tools (exit code: how the run ended)", runAgent},
 	{"tools", "start the upstreams and print the tool catalog (table, or --json)", runTools},
-	{"status", "show upstreams and lockouts with their age (from the running gateway, else the state file)", runStatus},
-	{"unlock", "reset a server's lockout after inspecting the robot (--reason required; audited)", runUnlock},
+	{"status", "show upstreams, halts and lockouts, physical calls in flight and pending approvals (from the running gateway, else the state file)", runStatus},
+	{"halt", "emergency stop: lock out every physical server, cancel its calls, send its stop tool (--reason required; audited)", runHalt},
+	{"lock", "lock out one physical server now, e.g. while a person is in the cell (--reason required; audited)", runLock},
+	{"unlock", "reset a server's lockout or halt after inspecting the robot (--reason required; audited)", runUnlock},
 	{"audit", "print the audit log (filters, --jsonl); \"audit export\" archives it as JSONL; \"audit verify\" checks its hash chain", runAudit},
 	{"compact", "rewrite the state file without the space pruned audit records left (gateway stopped)", runCompact},
 	{"approvals", "list pending approval requests, approve or deny one", runApprovals},
@@ -62,6 +66,8 @@ func main() {
 		// the results in flight (docs/design.md, "Bounded results"). GOMEMLIMIT still wins.
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
+	// Commands printed for a person name the binary as it was invoked (internal/pastable).
+	pastable.SetBinary(os.Args[0])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
@@ -129,5 +135,6 @@ func loadConfig(fs *flag.FlagSet, path string, stderr io.Writer) (*config.Config
 		fmt.Fprintln(stderr, err)
 		return nil, exitError{1}
 	}
+	pastable.SetConfig(cfg.Path)
 	return cfg, nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/gateway"
+	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -61,6 +62,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		logger.Warn("serving /mcp without authentication on an address other than loopback (--insecure-listen): anyone who can reach it can call every tool", "listen", addr)
 	}
 	gv, err := openGovernance(cfg, logger, stderr)
+	if locked := (*store.LockedError)(nil); *stdio && errors.As(err, &locked) {
+		// An IDE launching the gateway while the cell's gateway runs: point it to that one.
+		fmt.Fprint(stderr, heldStateAdvice(cfg, locked))
+		return exitError{1}
+	}
 	if err != nil {
 		return err
 	}

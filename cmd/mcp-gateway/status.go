@@ -77,7 +77,18 @@ func readStatus(ctx context.Context, cfg *config.Config, o *opsFlags) (statusRep
 	now := time.Now()
 	for _, l := range acc.st.Lockouts() {
 		rep.Lockouts = append(rep.Lockouts, gateway.LockoutStatus{Lockout: l, AgeSec: now.Sub(l.At).Seconds()})
+		rep.Halted = rep.Halted || l.Halted()
 	}
+	rep.Physical = []gateway.PhysicalStatus{}
+	rep.Approvals.Requests = []gateway.PendingApproval{}
+	pending, err := acc.st.ListApprovals(store.ApprovalPending)
+	if err != nil {
+		rep.Approvals.Error = err.Error()
+	}
+	for _, a := range pending {
+		rep.Approvals.Requests = append(rep.Approvals.Requests, gateway.PendingApproval{ID: a.ID, Server: a.Server, Tool: a.Tool, Principal: a.Principal, Expires: a.Expires})
+	}
+	rep.Approvals.Pending = len(rep.Approvals.Requests)
 	return rep, nil
 }
 
@@ -98,30 +109,84 @@ func printStatus(w io.Writer, cfg *config.Config, rep statusReport) error {
 		fmt.Fprintf(w, "the gateway is not running (state file %s is not in use); upstreams are shown only while it runs\n", rep.StateFile)
 	}
 	fmt.Fprintln(w)
+	now := time.Now()
+	if rep.Halted {
+		fmt.Fprintln(w, "HALTED: an operator's emergency stop is in force; only mcp-gateway unlock ends it")
+	}
 	if len(rep.Lockouts) == 0 {
 		fmt.Fprintln(w, "no lockouts: physical actions are allowed")
-		return nil
+	} else {
+		fmt.Fprintln(w, "LOCKOUTS")
+		for _, l := range rep.Lockouts {
+			fmt.Fprintf(w, "  %s: %s\n", l.Server, describeLockout(l.Lockout, now))
+		}
+		if cfg.Gateway.LockoutScope == config.LockoutGlobal {
+			fmt.Fprintln(w, "lockout_scope is global: every physical server is blocked while any lockout is active.")
+		}
+		fmt.Fprintf(w, "Inspect the robot, then: mcp-gateway unlock SERVER --reason \"what was inspected\" -c %s\n", cfg.Path)
 	}
-	fmt.Fprintln(w, "LOCKOUTS")
-	now := time.Now()
-	for _, l := range rep.Lockouts {
-		fmt.Fprintf(w, "  %s: %s\n", l.Server, describeLockout(l.Lockout, now))
+	if len(rep.Physical) > 0 {
+		if err := printPhysical(w, rep.Physical, now); err != nil {
+			return err
+		}
 	}
-	if cfg.Gateway.LockoutScope == config.LockoutGlobal {
-		fmt.Fprintln(w, "lockout_scope is global: every physical server is blocked while any lockout is active.")
-	}
-	fmt.Fprintf(w, "Inspect the robot, then: mcp-gateway unlock SERVER --reason \"what was inspected\" -c %s\n", cfg.Path)
+	printPendingApprovals(w, rep.Approvals, now)
 	return nil
 }
 
+// printPhysical is the table of physical servers: the call in flight, the queue behind it and
+// the tools an operator has on each.
+func printPhysical(w io.Writer, servers []gateway.PhysicalStatus, now time.Time) error {
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "PHYSICAL SERVERS")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVER\tIN FLIGHT\tQUEUED\tSTOP TOOL\tINSPECTION TOOLS")
+	for _, p := range servers {
+		var calls []string
+		for _, f := range p.InFlight {
+			c := fmt.Sprintf("%s (principal %s, call %s, %s)", f.Tool, orDash(f.Principal), f.CallID, now.Sub(f.Since).Round(100*time.Millisecond))
+			if f.Stop {
+				c = "stop: " + c
+			}
+			calls = append(calls, c)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", p.Server, orDash(strings.Join(calls, "; ")), p.Queued, orDash(p.StopTool), orDash(strings.Join(p.InspectionTools, ", ")))
+	}
+	return tw.Flush()
+}
+
+func printPendingApprovals(w io.Writer, a gateway.ApprovalsStatus, now time.Time) {
+	fmt.Fprintln(w)
+	switch {
+	case a.Error != "":
+		fmt.Fprintf(w, "pending approvals could not be read: %s\n", a.Error)
+		return
+	case a.Pending == 0:
+		fmt.Fprintln(w, "no pending approvals")
+		return
+	}
+	fmt.Fprintf(w, "PENDING APPROVALS: %d\n", a.Pending)
+	for _, r := range a.Requests {
+		fmt.Fprintf(w, "  %s: %s (principal %s), expires in %s\n", r.ID, r.Tool, orDash(r.Principal), r.Expires.Sub(now).Round(time.Second))
+	}
+	fmt.Fprintln(w, "Answer with: mcp-gateway approvals approve|deny ID")
+}
+
 // describeLockout is one line an operator can act on: "locked 3m12s ago by call X of tool Y
-// (principal P): reason".
+// (principal P): reason", "halted 2m ago by operator alice: reason".
 func describeLockout(l store.Lockout, now time.Time) string {
 	var b strings.Builder
+	verb := "locked"
+	if l.Halted() {
+		verb = "halted"
+	}
 	if l.At.IsZero() {
-		b.WriteString("locked (when is unknown)")
+		fmt.Fprintf(&b, "%s (when is unknown)", verb)
 	} else {
-		fmt.Fprintf(&b, "locked %s ago", now.Sub(l.At).Round(time.Second))
+		fmt.Fprintf(&b, "%s %s ago", verb, now.Sub(l.At).Round(time.Second))
+	}
+	if l.By != "" {
+		fmt.Fprintf(&b, " by operator %s", l.By)
 	}
 	if l.CallID != "" || l.Tool != "" {
 		fmt.Fprintf(&b, " by call %s of tool %s", orDash(l.CallID), orDash(l.Tool))
@@ -132,7 +197,18 @@ func describeLockout(l store.Lockout, now time.Time) string {
 	if l.Reason != "" {
 		b.WriteString(": " + l.Reason)
 	}
+	if l.Replaced != nil {
+		fmt.Fprintf(&b, " [in place of the lockout it replaced: %s]", describeLockout(*l.Replaced, now))
+	}
 	return b.String()
+}
+
+// lockoutNoun is what the lockout is called in messages: "halt" or "lockout".
+func lockoutNoun(l store.Lockout) string {
+	if l.Halted() {
+		return "halt"
+	}
+	return "lockout"
 }
 
 func yesNo(b bool) string {

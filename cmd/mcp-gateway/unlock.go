@@ -40,10 +40,7 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	server, op := pos[0], strings.TrimSpace(*operator)
-	if op == "" {
-		op = "operator"
-	}
+	server, op := pos[0], operatorName(*operator)
 
 	acc, err := openState(cfg, o, false)
 	if errors.Is(err, errNoStateFile) {
@@ -72,7 +69,7 @@ func unlockViaAPI(ctx context.Context, api *adminClient, cfg *config.Config, ser
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "server %s: lockout cleared by %s.\n  It was %s\n", server, operator, describeLockout(res.Cleared, time.Now()))
+	fmt.Fprintf(stdout, "server %s: %s cleared by %s.\n  It was %s\n", server, lockoutNoun(res.Cleared), operator, describeLockout(res.Cleared, time.Now()))
 	if res.AuditError != "" {
 		fmt.Fprintf(stderr, "warning: the reset is NOT yet in the audit log (%s); the gateway keeps it queued and writes it when the state file takes writes\n", res.AuditError)
 	} else {
@@ -105,16 +102,23 @@ func unlockFile(ctx context.Context, st *store.Store, cfg *config.Config, server
 	rec, err := st.Audit().AppendSync(context.WithoutCancel(ctx), store.Record{
 		Type: store.RecordOperator, Action: "unlock", Principal: operator, Server: server,
 		Tool: cleared.Tool, CallID: cleared.CallID, Reason: reason,
-		Detail: map[string]any{"locked_at": cleared.At, "lockout_reason": cleared.Reason, "via": "state file"},
+		Detail: unlockFileDetail(cleared),
 	})
 	if err != nil {
 		return fmt.Errorf("the lockout of server %s is cleared, but its audit record could not be written: %w", server, err)
 	}
-	fmt.Fprintf(stdout, "server %s: lockout cleared by %s.\n  It was %s\n", server, operator, describeLockout(cleared, time.Now()))
+	fmt.Fprintf(stdout, "server %s: %s cleared by %s.\n  It was %s\n", server, lockoutNoun(cleared), operator, describeLockout(cleared, time.Now()))
 	fmt.Fprintf(stdout, "The reset is audit record %d, with the reason %q.\n", rec.Seq, reason)
 	fmt.Fprintf(stdout, "The gateway is not running: server %s starts fresh on the next gateway start.\n", server)
 	stillLocked(stdout, cfg, st.Lockouts())
 	return nil
+}
+
+// unlockFileDetail is the record's detail of an unlock on the state file: the gateway's, and how.
+func unlockFileDetail(cleared store.Lockout) map[string]any {
+	d := gateway.UnlockDetail(cleared)
+	d["via"] = "state file"
+	return d
 }
 
 // notLocked reports a server without a lockout (exit 1), saying whether the config knows it.
