@@ -61,8 +61,8 @@ type Approval struct {
 	DecisionReason string    `json:",omitempty"`
 	Decided        time.Time `json:",omitzero"`
 	// Withdrawn and WithdrawReason say when and why the call stopped waiting (State withdrawn):
-	// its caller cancelled it, closed its connection or its session, or the gateway stopped.
-	// Principal and Session say whose call it was.
+	// its caller cancelled it, closed its connection or its session, or the gateway stopped;
+	// the reason also says what became of the call. Principal and Session say whose call it was.
 	Withdrawn      time.Time `json:",omitzero"`
 	WithdrawReason string    `json:",omitempty"`
 }
@@ -228,7 +228,7 @@ func (s *Store) WithdrawApproval(id, reason string, now time.Time) (Approval, er
 
 // withdrawnError is the answer to an operator who answers a withdrawn request.
 func withdrawnError(a *Approval) error {
-	return fmt.Errorf("approval %s cannot be answered: the call was %w at %s (%s); nothing was run",
+	return fmt.Errorf("approval %s cannot be answered: the call was %w at %s: %s",
 		a.ID, ErrWithdrawn, a.Withdrawn.Format(time.RFC3339), a.WithdrawReason)
 }
 

@@ -202,8 +202,8 @@ func TestWithdrawnApprovalCannotBeAnswered(t *testing.T) {
 		}
 	}
 	at := now.Add(3 * time.Second)
-	got, err := s.WithdrawApproval("w1", "the caller cancelled it", at)
-	if err != nil || got.State != ApprovalWithdrawn || !got.Withdrawn.Equal(at) || got.WithdrawReason != "the caller cancelled it" {
+	got, err := s.WithdrawApproval("w1", "the caller cancelled it; nothing was run", at)
+	if err != nil || got.State != ApprovalWithdrawn || !got.Withdrawn.Equal(at) || got.WithdrawReason != "the caller cancelled it; nothing was run" {
 		t.Fatalf("WithdrawApproval = %+v, %v", got, err)
 	}
 	for _, state := range []string{ApprovalApproved, ApprovalDenied} {
@@ -211,7 +211,7 @@ func TestWithdrawnApprovalCannotBeAnswered(t *testing.T) {
 		if !errors.Is(err, ErrWithdrawn) {
 			t.Fatalf("%s on a withdrawn request: %v, want ErrWithdrawn", state, err)
 		}
-		for _, want := range []string{"w1", "withdrawn at 2025-03-01T12:00:03Z", "the caller cancelled it", "nothing was run"} {
+		for _, want := range []string{"w1", "withdrawn at 2025-03-01T12:00:03Z: the caller cancelled it; nothing was run"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("%s on a withdrawn request: %q does not say %q", state, err, want)
 			}
@@ -258,7 +258,7 @@ func TestWithdrawnApprovalCannotBeAnswered(t *testing.T) {
 		t.Errorf("pending %v, withdrawn %v", pending, withdrawn)
 	}
 	shown, _ := json.Marshal(withdrawn[0])
-	if !strings.Contains(string(shown), `"Withdrawn":"2025-03-01T12:00:03Z"`) || !strings.Contains(string(shown), `"WithdrawReason":"the caller cancelled it"`) {
+	if !strings.Contains(string(shown), `"Withdrawn":"2025-03-01T12:00:03Z"`) || !strings.Contains(string(shown), `"WithdrawReason":"the caller cancelled it; nothing was run"`) {
 		t.Errorf("a withdrawn request shows %s", shown)
 	}
 }
