@@ -264,9 +264,10 @@ func (a *Approvals) withdraw(ctx context.Context, c *Call, req store.Approval) (
 }
 
 // withdrawCause says why a waiting call's context ended, from its cause: the SDK ends a
-// request's context with io.EOF when its session closes, and without a cause of its own
-// (context.Canceled) on notifications/cancelled or when the client's HTTP request ends; the
-// gateway gives its own cause when it shuts down.
+// request's context with io.EOF when its connection ends (a stdio client closing stdin), and
+// without a cause of its own (context.Canceled) on notifications/cancelled or when a 2026-07-28
+// request's POST ends; the gateway gives causes that say it all when a client leaves its HTTP
+// session or stream and when it shuts down.
 func withdrawCause(ctx context.Context) string {
 	cause := context.Cause(ctx)
 	switch {
