@@ -143,7 +143,7 @@ func printApprovals(w io.Writer, list []store.Approval, now time.Time) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t", a.ID, a.State, left, oneLine(a.Principal, 40), oneLine(a.Session, 40),
 			oneLine(a.Server, 40), a.Tool, a.Rule, oneLine(a.Reason, 40))
 		if outcomes {
-			fmt.Fprintf(tw, "%s\t", oneLine(outcome(a), 80))
+			fmt.Fprintf(tw, "%s\t", oneLine(outcome(a), 100))
 		}
 		fmt.Fprintln(tw, oneLine(args, 60))
 	}
@@ -155,7 +155,7 @@ func printApprovals(w io.Writer, list []store.Approval, now time.Time) {
 func outcome(a store.Approval) string {
 	switch {
 	case a.State == store.ApprovalWithdrawn:
-		return "withdrawn " + a.Withdrawn.Local().Format(time.DateTime) + ": " + a.WithdrawReason
+		return a.Withdrawn.Local().Format(time.DateTime) + ": " + a.WithdrawReason
 	case a.DecidedBy != "":
 		verb := "denied"
 		if a.State != store.ApprovalDenied {
