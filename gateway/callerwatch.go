@@ -10,8 +10,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// A client that goes away cancels its calls (SPEC.md §9: a held call whose caller left is
-// withdrawn and never runs; any other call is told to stop, as on notifications/cancelled).
+// A client that goes away cancels its calls: a call held for approval is withdrawn and never
+// runs (governor.Approvals), any other is told to stop, as on notifications/cancelled.
 // The SDK ends a call's context on notifications/cancelled and, for MCP 2026-07-28, when the
 // POST that carries it ends (PropagateRequestCancellation). For the older revisions it does
 // neither when a session is deleted (the SDK's DELETE waits for the session's calls to return,

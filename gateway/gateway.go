@@ -69,7 +69,7 @@ type Gateway struct {
 	sessions  *sessions
 	inFlight  *inFlight
 	shutdown  shutdown    // refuses new calls and cancels late ones at shutdown (shutdown.go)
-	callers   callerWatch // cancels the calls of a client that left its HTTP session (callerwatch.go)
+	callers   callerWatch // cancels the calls of an HTTP client that left (callerwatch.go)
 
 	guards       *GuardSets // in force; read and replaced under syncMu
 	guardMetrics *guards.Metrics
