@@ -68,7 +68,8 @@ type Gateway struct {
 	notifier  *liveNotifier // the approval channel in force
 	sessions  *sessions
 	inFlight  *inFlight
-	shutdown  shutdown // refuses new calls and cancels late ones at shutdown (shutdown.go)
+	shutdown  shutdown    // refuses new calls and cancels late ones at shutdown (shutdown.go)
+	callers   callerWatch // cancels the calls of an HTTP client that left (callerwatch.go)
 
 	guards       *GuardSets // in force; read and replaced under syncMu
 	guardMetrics *guards.Metrics
@@ -335,6 +336,8 @@ func (g *Gateway) Call(ctx context.Context, c *governor.Call) *governor.Outcome 
 
 // handleCall serves tools/call for every name, listed or not.
 func (g *Gateway) handleCall(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	ctx, left := g.callers.enter(ctx, req)
+	defer left()
 	principal, roles := callerOf(req)
 	if strings.HasPrefix(req.Params.RequestState, continuationPrefix) {
 		return g.resume(ctx, req, principal) // the answers to a suspended call's input requests
