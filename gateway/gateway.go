@@ -243,6 +243,12 @@ func (g *Gateway) buildChain(cfg *config.Config, engine *policies.Engine, sets *
 // expose the same tool under bare naming, and, with RequireAll, when an upstream did not start.
 // Otherwise servers that did not start are logged and retried in the background.
 func (g *Gateway) Start(ctx context.Context) error {
+	if st := g.opts.Store; st != nil {
+		if problems := lockoutConflicts(st.Lockouts(), g.cfg, ""); len(problems) > 0 {
+			return fmt.Errorf("no server was started: %s", strings.Join(problems, "\n"))
+		}
+		g.extendHalt(g.cfg)
+	}
 	if g.opts.RequireAll {
 		// A command that does not exist will not appear while the startup timeout runs out:
 		// fail now, naming it, instead of retrying it.
