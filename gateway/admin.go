@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/internal/printable"
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
@@ -192,6 +193,7 @@ func (g *Gateway) physicalStatus(now time.Time) []PhysicalStatus {
 // with who and why, and the server is restarted so that the robot runtime starts from a known
 // state.
 func (g *Gateway) Unlock(ctx context.Context, server, operator, reason string) (ResetResult, error) {
+	operator, reason = printable.Text(operator), printable.Text(reason)
 	var res ResetResult
 	if strings.TrimSpace(reason) == "" {
 		return res, errors.New("a reason is required: say what was inspected on the robot")
@@ -325,7 +327,7 @@ func (g *Gateway) adminHandler() http.Handler {
 					return
 				}
 			}
-			req.Operator = operatorOf(r, req.Operator)
+			req.Operator, req.Reason = printable.Text(operatorOf(r, req.Operator)), printable.Text(req.Reason)
 			a, err := g.approvals.Decide(r.Context(), r.PathValue("id"), approve, req.Operator, req.Reason)
 			switch {
 			case errors.Is(err, store.ErrNotFound):
