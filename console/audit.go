@@ -80,7 +80,7 @@ func (c *Console) serveAudit(w http.ResponseWriter, r *http.Request) {
 			}
 			older.Set("before", strconv.FormatUint(list.Records[0].Seq, 10))
 			older.Set("limit", strconv.Itoa(limit))
-			list.Older = older.Encode()
+			list.Older = "/console/audit?" + older.Encode()
 		}
 		for i, j := 0, len(list.Records)-1; i < j; i, j = i+1, j-1 {
 			list.Records[i], list.Records[j] = list.Records[j], list.Records[i]

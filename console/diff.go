@@ -56,12 +56,12 @@ func Diff(old, new string) []DiffLine {
 		case i < len(a) && j < len(b) && a[i] == b[j]:
 			full = append(full, DiffLine{" ", a[i]})
 			i, j = i+1, j+1
-		case j < len(b) && (i == len(a) || lcs[i][j+1] >= lcs[i+1][j]):
-			full = append(full, DiffLine{"+", b[j]})
-			j++
-		default:
+		case i < len(a) && (j == len(b) || lcs[i+1][j] >= lcs[i][j+1]):
 			full = append(full, DiffLine{"-", a[i]})
 			i++
+		default:
+			full = append(full, DiffLine{"+", b[j]})
+			j++
 		}
 	}
 	return trimContext(full)

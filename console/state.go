@@ -283,12 +283,20 @@ func prettyJSON(raw json.RawMessage, limit int) string {
 	if len(raw) == 0 || string(raw) == "null" {
 		return ""
 	}
+	// Decoded and encoded again without Go's HTML escaping, so that a "<" an upstream sent reads
+	// as "<" (the page escapes it), not as \u003c.
+	var v any
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
 	var b bytes.Buffer
-	if err := json.Indent(&b, raw, "", "  "); err != nil {
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if d.Decode(&v) != nil || enc.Encode(v) != nil {
 		b.Reset()
 		b.Write(raw)
 	}
-	s := b.String()
+	s := strings.TrimSuffix(b.String(), "\n")
 	if limit > 0 && len(s) > limit {
 		s = strings.ToValidUTF8(s[:limit], "") + "\n… (cut: the whole arguments are in the audit record)"
 	}
