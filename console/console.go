@@ -118,7 +118,7 @@ func (c *Console) routes() {
 
 // ServeHTTP serves every console route with its security headers: a strict
 // Content-Security-Policy (scripts, styles and connections from the gateway only, never inline;
-// no frames, forms post only here), no framing at all, no sniffing, no referrer and no caching
+// no frames, forms post only here), no framing at all, no sniffing, no referrer to other sites and no caching
 // of pages that show the robot's state.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
@@ -126,7 +126,9 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	// Not no-referrer: under it a browser sends "Origin: null" with a same-origin POST, which
+	// the Origin check must refuse.
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
 	c.mux.ServeHTTP(w, r)
 }
