@@ -19,7 +19,8 @@ type Auth struct {
 type Token struct {
 	// Principal is who uses the token: principal.id in policies, the principal of audit records.
 	Principal string `yaml:"principal" json:"principal" jsonschema:"required,pattern=^[A-Za-z0-9][A-Za-z0-9_.@-]*$,description=Who uses this token: principal.id in policies and the principal of audit records."`
-	// Roles are principal.roles in policies; RoleAdmin opens the /admin API.
+	// Roles are principal.roles in policies; RoleAdmin opens the /admin API, RoleViewer the
+	// console read-only.
 	Roles []string `yaml:"roles" json:"roles,omitempty" jsonschema:"description=Roles such as admin\\, operator\\, agent or planner: principal.roles in policies; admin opens the /admin API."`
 	// TokenEnv names the environment variable holding the token (16 characters or more).
 	TokenEnv string `yaml:"token_env" json:"token_env" jsonschema:"required,pattern=^[A-Za-z_][A-Za-z0-9_]*$,description=Environment variable holding the token (at least 16 characters)\\, read at serve start."`
