@@ -297,10 +297,14 @@ func (g *Gateway) adminHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /admin/approvals", func(w http.ResponseWriter, r *http.Request) {
 		state := r.URL.Query().Get("state")
-		if state == "" {
+		switch {
+		case state == "":
 			state = store.ApprovalPending
-		} else if state == "all" {
+		case state == "all":
 			state = ""
+		case !slices.Contains(store.ApprovalStates, state):
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("no approval state %q: state is all or one of %s", state, strings.Join(store.ApprovalStates, ", ")))
+			return
 		}
 		list, err := g.opts.Store.ListApprovals(state)
 		if err != nil {
@@ -328,7 +332,7 @@ func (g *Gateway) adminHandler() http.Handler {
 				writeError(w, http.StatusNotFound, err.Error())
 			case errors.Is(err, store.ErrAlreadyDecided):
 				writeError(w, http.StatusConflict, err.Error())
-			case errors.Is(err, store.ErrExpired):
+			case errors.Is(err, store.ErrExpired), errors.Is(err, store.ErrWithdrawn):
 				writeError(w, http.StatusGone, err.Error())
 			case err != nil:
 				writeError(w, http.StatusInternalServerError, err.Error())

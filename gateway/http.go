@@ -82,6 +82,9 @@ func (g *Gateway) mcpHandler() http.Handler {
 	default:
 		h = byRevision(g.statefulHandler(), g.streamable(true))
 	}
+	// A client that deletes its session or closes the stream of a request cancels its calls
+	// there, whatever the revision (callerwatch.go).
+	h = g.callers.watch(h)
 	h = g.limitStreams(max(1, g.maxConnections()/2), h)
 	// Read after the token is checked: a request without one is refused before its body is
 	// read. A body read whole is screened (strict.go) before the SDK sees it.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,11 +21,12 @@ import (
 // runApprovals lists pending approval requests and answers them. Answers go through the running
 // gateway, whose call is waiting; a request of a gateway that stopped has no call left to run.
 func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("approvals", `approvals list|approve ID|deny ID [--reason "…"] [--operator NAME] -c FILE [--all] [--json] [--addr HOST:PORT] [--token TOKEN]`, stderr)
+	fs := newFlags("approvals", `approvals list|approve ID|deny ID [--reason "…"] [--operator NAME] -c FILE [--state STATE|--all] [--json] [--addr HOST:PORT] [--token TOKEN]`, stderr)
 	o := addOpsFlags(fs)
 	reason := fs.String("reason", "", "why, for the audit log (and, on deny, told to the caller)")
 	operator := fs.String("operator", defaultOperator(), "who answers, for the audit log")
-	all := fs.Bool("all", false, "list: every request, not only pending ones")
+	state := fs.String("state", store.ApprovalPending, "list: the requests in this state: all, "+strings.Join(store.ApprovalStates, ", "))
+	all := fs.Bool("all", false, "list: every request, as --state all")
 	asJSON := fs.Bool("json", false, "list: print the requests as a JSON array, every field")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -34,6 +36,13 @@ func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		(pos[0] != "list" && pos[0] != "approve" && pos[0] != "deny") {
 		fmt.Fprintln(stderr, "approvals needs list, approve ID or deny ID")
 		fs.Usage()
+		return exitError{2}
+	}
+	if *all {
+		*state = "all"
+	}
+	if *state != "all" && !slices.Contains(store.ApprovalStates, *state) {
+		fmt.Fprintf(stderr, "approvals: no state %q; --state is all or one of %s\n", *state, strings.Join(store.ApprovalStates, ", "))
 		return exitError{2}
 	}
 	cfg, err := o.loadConfig(fs, stderr)
@@ -58,17 +67,13 @@ func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if pos[0] == "list" {
 		var list []store.Approval
 		if acc.api != nil {
-			q := ""
-			if *all {
-				q = "?state=all"
-			}
-			err = acc.api.getJSON(ctx, "/admin/approvals"+q, &list)
+			err = acc.api.getJSON(ctx, "/admin/approvals?state="+url.QueryEscape(*state), &list)
 		} else {
-			state := store.ApprovalPending
-			if *all {
-				state = ""
+			in := *state
+			if in == "all" {
+				in = ""
 			}
-			list, err = acc.st.ListApprovals(state)
+			list, err = acc.st.ListApprovals(in)
 			fmt.Fprintln(stderr, "note: no gateway is running, so no call is waiting on these requests")
 		}
 		if err != nil {
@@ -95,7 +100,11 @@ func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	err = acc.api.doJSON(ctx, http.MethodPost, "/admin/approvals/"+url.PathEscape(id)+"/"+pos[0],
 		gateway.DecisionRequest{Reason: *reason, Operator: strings.TrimSpace(*operator)}, &got)
 	if err != nil {
-		fmt.Fprintf(stderr, "approval %s: %v\n", id, err)
+		if msg := err.Error(); strings.HasPrefix(msg, "approval "+id) {
+			fmt.Fprintln(stderr, msg)
+		} else {
+			fmt.Fprintf(stderr, "approval %s: %s\n", id, msg)
+		}
 		return exitError{1}
 	}
 	if approve {
@@ -107,14 +116,20 @@ func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 // printApprovals prints one row per request with what a person needs to decide; the arguments
-// are shown as the audit keeps them (redacted), on one line and cut. --json has them whole.
+// are shown as the audit keeps them (redacted), on one line and cut. --json has them whole. A
+// listing with answered, expired or withdrawn requests says what became of each (OUTCOME).
 func printApprovals(w io.Writer, list []store.Approval, now time.Time) {
 	if len(list) == 0 {
 		fmt.Fprintln(w, "no approval requests")
 		return
 	}
+	outcomes := slices.ContainsFunc(list, func(a store.Approval) bool { return a.State != store.ApprovalPending })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tEXPIRES IN\tPRINCIPAL\tSESSION\tSERVER\tTOOL\tRULE\tREASON\tARGUMENTS")
+	header := "ID\tSTATE\tEXPIRES IN\tPRINCIPAL\tSESSION\tSERVER\tTOOL\tRULE\tREASON\t"
+	if outcomes {
+		header += "OUTCOME\t"
+	}
+	fmt.Fprintln(tw, header+"ARGUMENTS")
 	for _, a := range list {
 		left := "-"
 		if a.State == store.ApprovalPending {
@@ -125,8 +140,34 @@ func printApprovals(w io.Writer, list []store.Approval, now time.Time) {
 		if json.Compact(&compact, a.Args) == nil {
 			args = compact.String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.State, left, oneLine(a.Principal, 40), oneLine(a.Session, 40),
-			oneLine(a.Server, 40), a.Tool, a.Rule, oneLine(a.Reason, 40), oneLine(args, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t", a.ID, a.State, left, oneLine(a.Principal, 40), oneLine(a.Session, 40),
+			oneLine(a.Server, 40), a.Tool, a.Rule, oneLine(a.Reason, 40))
+		if outcomes {
+			fmt.Fprintf(tw, "%s\t", oneLine(outcome(a), 100))
+		}
+		fmt.Fprintln(tw, oneLine(args, 60))
 	}
 	tw.Flush()
+}
+
+// outcome says what became of a request: who answered and why, or when and why its call was
+// withdrawn.
+func outcome(a store.Approval) string {
+	switch {
+	case a.State == store.ApprovalWithdrawn:
+		return a.Withdrawn.Local().Format(time.DateTime) + ": " + a.WithdrawReason
+	case a.DecidedBy != "":
+		verb := "denied"
+		if a.State != store.ApprovalDenied {
+			verb = "approved" // approved or used
+		}
+		s := verb + " by " + a.DecidedBy
+		if a.DecisionReason != "" {
+			s += ": " + a.DecisionReason
+		}
+		return s
+	case a.State == store.ApprovalExpired:
+		return "nobody answered"
+	}
+	return "-"
 }
