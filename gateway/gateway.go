@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,6 +84,7 @@ type Gateway struct {
 	conts        continuations // calls waiting for a client's input (suspend.go)
 	withheld     withheldItems // what tool_definition guards keep out (screen.go)
 	subs         subscriptions // downstream resource subscriptions
+	console      http.Handler  // the operator console at /console, when mounted (console.go)
 
 	syncMu sync.Mutex                 // serialises catalog rebuilds and the server's tool list
 	served map[string]json.RawMessage // public name → definition registered with server

@@ -47,6 +47,10 @@ func (g *Gateway) operatorRoutes(mux *http.ServeMux, creds []Credential) {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(g.opts.Registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelError)}))
 	}
 	mux.Handle("/admin/", identify(withAdminToken(creds, g.opts.AdminToken), g.adminHandler()))
+	if g.console != nil {
+		mux.Handle("/console", g.console)
+		mux.Handle("/console/", g.console)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
