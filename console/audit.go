@@ -66,7 +66,10 @@ func (c *Console) serveAudit(w http.ResponseWriter, r *http.Request) {
 	case st == nil:
 		list.Error = "this gateway runs without its state file, so it keeps no audit log"
 	default:
-		list.Records, err = lastRecords(st, f, q.Get("principal"), before, limit+1)
+		// One more than a page, read backwards from before: the work is a page's, however long
+		// the log, and the extra record says whether there are older ones.
+		f.Principal, f.BeforeSeq, f.Limit = q.Get("principal"), before, limit+1
+		err = st.AuditScan(f, func(rec store.Record) bool { list.Records = append(list.Records, rec); return true })
 		if err != nil {
 			list.Error = err.Error()
 		}
@@ -89,36 +92,6 @@ func (c *Console) serveAudit(w http.ResponseWriter, r *http.Request) {
 	c.render(w, "audit.html", d)
 }
 
-// lastRecords is the last n records that match f and principal with a Seq below before (0:
-// any), oldest first. Without a principal or a page bound the store reads backwards and stops
-// at n; otherwise the log is scanned once, keeping the last n in a ring.
-func lastRecords(st *store.Store, f store.AuditFilter, principal string, before uint64, n int) ([]store.Record, error) {
-	if principal == "" && before == 0 {
-		f.Limit = n
-		var out []store.Record
-		err := st.AuditScan(f, func(r store.Record) bool { out = append(out, r); return true })
-		return out, err
-	}
-	ring := make([]store.Record, 0, n)
-	start := 0
-	err := st.AuditScan(f, func(r store.Record) bool {
-		if before != 0 && r.Seq >= before {
-			return false
-		}
-		if principal != "" && r.Principal != principal {
-			return true
-		}
-		if len(ring) < n {
-			ring = append(ring, r)
-		} else {
-			ring[start] = r
-			start = (start + 1) % n
-		}
-		return true
-	})
-	return append(ring[start:], ring[:start]...), err
-}
-
 func (c *Console) serveAuditRecord(w http.ResponseWriter, r *http.Request) {
 	d := c.pageData(sessionOf(r))
 	seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
@@ -129,10 +102,8 @@ func (c *Console) serveAuditRecord(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var found *store.Record
-	_ = st.AuditScan(store.AuditFilter{AfterSeq: seq - 1}, func(rec store.Record) bool {
-		if rec.Seq == seq {
-			found = &rec
-		}
+	_ = st.AuditScan(store.AuditFilter{AfterSeq: seq - 1, BeforeSeq: seq + 1, Limit: 1}, func(rec store.Record) bool {
+		found = &rec
 		return false
 	})
 	if found == nil {

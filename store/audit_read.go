@@ -20,14 +20,18 @@ const scanChunk = 1024
 
 // AuditFilter selects records for [Store.AuditScan]. Zero fields match everything.
 type AuditFilter struct {
-	Server string
-	Tool   string
-	Kind   string
-	Type   string
+	Server    string
+	Tool      string
+	Kind      string
+	Type      string
+	Principal string
 	// Since keeps records whose Time is not before it.
 	Since time.Time
 	// AfterSeq keeps records with a greater Seq (for tailing).
 	AfterSeq uint64
+	// BeforeSeq, when positive, keeps records with a smaller Seq (for paging back): with Limit
+	// the read starts there, so a page of older records costs what the first page does.
+	BeforeSeq uint64
 	// Limit, when positive, keeps only the last Limit matching records.
 	Limit int
 }
@@ -37,6 +41,7 @@ func (f AuditFilter) match(r *Record) bool {
 		(f.Tool == "" || r.Tool == f.Tool) &&
 		(f.Kind == "" || r.Kind == f.Kind) &&
 		(f.Type == "" || r.Type == f.Type) &&
+		(f.Principal == "" || r.Principal == f.Principal) &&
 		(f.Since.IsZero() || !r.Time.Before(f.Since))
 }
 
@@ -81,7 +86,12 @@ func (s *Store) AuditScan(f AuditFilter, fn func(Record) bool) error {
 			for n := 0; k != nil && n < scanChunk; k, v = c.Next() {
 				n++
 				if len(k) == 8 {
-					next = binary.BigEndian.Uint64(k) + 1
+					seq := binary.BigEndian.Uint64(k)
+					if f.BeforeSeq > 0 && seq >= f.BeforeSeq {
+						k = nil
+						break
+					}
+					next = seq + 1
 				}
 				r, ok := s.decodeRecord(k, v)
 				if ok && f.match(&r) {
@@ -109,7 +119,7 @@ func (s *Store) AuditScan(f AuditFilter, fn func(Record) bool) error {
 func (s *Store) auditLast(f AuditFilter) ([]Record, error) {
 	var (
 		out    []Record
-		before uint64 // next chunk reads records below this seq; 0 = from the end
+		before = f.BeforeSeq // next chunk reads records below this seq; 0 = from the end
 	)
 	for len(out) < f.Limit {
 		done := false

@@ -302,6 +302,12 @@ func TestAuditScanFilters(t *testing.T) {
 		{"limit with filter across chunks", AuditFilter{Kind: "policy_denied", Limit: 150}, 150, 1510, 3000},
 		{"limit larger than the log", AuditFilter{Server: "base", Limit: 10000}, 1500, 2, 3000},
 		{"limit and after seq", AuditFilter{AfterSeq: 2995, Limit: 100}, 6, 2996, 3001},
+		{"principal", AuditFilter{Principal: "planner"}, 3000, 1, 3000},
+		{"before seq", AuditFilter{BeforeSeq: 11}, 10, 1, 10},
+		{"after and before seq", AuditFilter{AfterSeq: 5, BeforeSeq: 9}, 3, 6, 8},
+		{"limit and before seq across chunks", AuditFilter{BeforeSeq: 2500, Limit: 1100}, 1100, 1400, 2499},
+		{"limit, before seq and principal", AuditFilter{Principal: "planner", Kind: "policy_denied", BeforeSeq: 2000, Limit: 3}, 3, 1970, 1990},
+		{"before seq past the end", AuditFilter{BeforeSeq: 99999, Limit: 2}, 2, 3000, 3001},
 		{"nothing", AuditFilter{Server: "nobody"}, 0, 0, 0},
 	}
 	for _, tt := range tests {

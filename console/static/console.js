@@ -53,9 +53,15 @@
     document.title = u.word + document.title.replace(/^[A-Z]+/, "");
     tick();
   }
+  // keyOf names the focused element so that the same one has the focus again after an
+  // update: without it every update would send a keyboard user back to the top of the page.
   function keyOf(el) {
     const a = el.dataset.action;
-    if (!a) return null;
+    if (!a) {
+      if (el.id) return "#" + CSS.escape(el.id);
+      const href = el.getAttribute("href");
+      return href ? 'a[href="' + CSS.escape(href) + '"]' : null;
+    }
     let sel = '[data-action="' + a + '"]';
     for (const k of ["id", "server", "tool"]) if (el.dataset[k]) sel += "[data-" + k + '="' + CSS.escape(el.dataset[k]) + '"]';
     return sel;
