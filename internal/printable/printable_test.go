@@ -7,7 +7,7 @@ func TestText(t *testing.T) {
 		"a person is in the cell":   "a person is in the cell",
 		"grüße, 机器人":                "grüße, 机器人",
 		"esc \x1b[31mRED\x1b[0m":    `esc \x1b[31mRED\x1b[0m`,
-		"line\nLOCKOUTS\n  robot":  `line\nLOCKOUTS\n  robot`,
+		"line\nLOCKOUTS\n  robot":   `line\nLOCKOUTS\n  robot`,
 		"tab\there\r":               `tab\there\r`,
 		"del\x7f c1\u0085 bad\xff!": `del\x7f c1\u0085 bad` + "\uFFFD!",
 	} {
