@@ -77,12 +77,15 @@ type PendingApproval struct {
 
 // UpstreamStatus is one upstream server's state.
 type UpstreamStatus struct {
-	Name      string `json:"name"`
-	State     string `json:"state"`
-	Physical  bool   `json:"physical"`
-	Tools     int    `json:"tools"`
-	Restarts  int    `json:"restarts"`
-	LastError string `json:"last_error,omitempty"`
+	Name     string `json:"name"`
+	State    string `json:"state"`
+	Physical bool   `json:"physical"`
+	// Tools is how many of its tools clients see in tools/list; Catalog says what became of
+	// the others.
+	Tools     int        `json:"tools"`
+	Catalog   ToolCounts `json:"catalog"`
+	Restarts  int        `json:"restarts"`
+	LastError string     `json:"last_error,omitempty"`
 }
 
 // LockoutStatus is an active lockout and its age.
@@ -126,9 +129,10 @@ func (g *Gateway) Status() Status {
 	}
 	for _, u := range g.ups.All() {
 		cfg := u.Config()
+		counts := g.toolCounts(u.Name())
 		st.Upstreams = append(st.Upstreams, UpstreamStatus{
 			Name: u.Name(), State: u.State().String(), Physical: cfg.Physical,
-			Tools: len(u.Tools()), Restarts: u.Restarts(), LastError: u.LastError(),
+			Tools: counts.Listed, Catalog: counts, Restarts: u.Restarts(), LastError: u.LastError(),
 		})
 	}
 	st.Physical = g.physicalStatus(now)

@@ -61,6 +61,7 @@ type Gateway struct {
 	ups  *upstream.Manager
 
 	catalog   atomic.Pointer[Catalog]
+	counts    atomic.Pointer[map[string]ToolCounts] // what the last rebuild made of each server's tools
 	schemas   *schemaCache
 	lockouts  *lockoutView // under the lockout_scope in force
 	approvals *governor.Approvals
@@ -433,7 +434,8 @@ func (g *Gateway) refreshFrom(server string) []Problem {
 		problems = append(problems, *shadowed)
 	}
 	g.schemas.retain()
-	problems = append(problems, g.screenDefinitions(cat)...)
+	blocked := map[string]bool{}
+	problems = append(problems, g.screenDefinitions(cat, blocked)...)
 	problems = append(problems, g.applyPins(cat)...)
 	var fatal []Problem
 	for _, p := range problems {
@@ -443,7 +445,9 @@ func (g *Gateway) refreshFrom(server string) []Problem {
 		}
 	}
 	g.catalog.Store(cat)
-	g.syncServer(cat, server)
+	refused := g.syncServer(cat, server)
+	counts := countTools(cfg.Gateway.ToolNames, cat, sources, blocked, refused)
+	g.counts.Store(&counts)
 	for _, p := range g.syncFeatures(cfg, server) {
 		g.log.Error("catalog problem", "server", p.Server, "prompt", p.Tool, "reason", p.Msg)
 		if p.Fatal {
@@ -455,7 +459,8 @@ func (g *Gateway) refreshFrom(server string) []Problem {
 
 // syncServer registers added and changed tools with the MCP server and removes gone ones; the
 // tools of server "force" are registered again even when unchanged.
-func (g *Gateway) syncServer(cat *Catalog, force string) {
+func (g *Gateway) syncServer(cat *Catalog, force string) (refused map[string]bool) {
+	refused = map[string]bool{}
 	keep := make(map[string]bool, len(cat.listed))
 	for _, t := range cat.listed {
 		keep[t.Public] = true
@@ -469,6 +474,7 @@ func (g *Gateway) syncServer(cat *Catalog, force string) {
 		if err := sdkAdd(func() { g.server.AddTool(t.Definition, g.handleCall) }); err != nil {
 			g.log.Error("tool left out of the catalog", "server", t.Server, "tool", t.Upstream, "reason", err.Error())
 			keep[t.Public] = false
+			refused[t.Public] = true
 			continue
 		}
 		g.served[t.Public] = def
@@ -483,6 +489,7 @@ func (g *Gateway) syncServer(cat *Catalog, force string) {
 	if len(gone) > 0 {
 		g.server.RemoveTools(gone...)
 	}
+	return refused
 }
 
 // sdkAdd runs add, a registration with the MCP server (a tool, resource, template or prompt),

@@ -89,7 +89,7 @@ func upstreamPart(public string) string {
 // finding that blocks or escalates keeps the tool out of the list and uncallable, like a
 // changed pin, and is remembered for `pins list` with the path of each finding; a redaction
 // replaces the text where rewriting it changes nothing the tool accepts.
-func (g *Gateway) screenDefinitions(cat *Catalog) []Problem {
+func (g *Gateway) screenDefinitions(cat *Catalog, blocked map[string]bool) []Problem {
 	set := g.guards.ToolDefinition
 	if set == nil || set.Empty() {
 		g.withheld.setTools(nil)
@@ -119,6 +119,7 @@ func (g *Gateway) screenDefinitions(cat *Catalog) []Problem {
 		}
 		msg := withheldMessage(KindTool, t.Server, t.Public, s)
 		cat.Quarantine(t.Public, msg+".")
+		blocked[t.Public] = true
 		tool := t.Upstream
 		if s.nameFlagged {
 			tool = ""

@@ -57,7 +57,7 @@ func (g *Gateway) operatorRoutes(mux *http.ServeMux, creds []Credential) {
 		if !ready {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"ready": ready, "waiting": waiting})
+		_ = json.NewEncoder(w).Encode(g.readiness(ready, waiting))
 	})
 }
 

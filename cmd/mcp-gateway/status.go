@@ -96,9 +96,9 @@ func printStatus(w io.Writer, cfg *config.Config, rep statusReport) error {
 	if rep.Running {
 		fmt.Fprintf(w, "gateway %s (mcp-gateway %s) is running; state file %s\n\n", rep.Gateway, rep.Version, rep.StateFile)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SERVER\tSTATE\tPHYSICAL\tTOOLS\tRESTARTS\tLAST ERROR")
+		fmt.Fprintln(tw, "SERVER\tSTATE\tPHYSICAL\tTOOLS\tNOT LISTED\tRESTARTS\tLAST ERROR")
 		for _, u := range rep.Upstreams {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", u.Name, u.State, yesNo(u.Physical), u.Tools, u.Restarts, orDash(firstLine(u.LastError, 80)))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\n", u.Name, u.State, yesNo(u.Physical), u.Tools, orDash(notListed(u.Catalog)), u.Restarts, orDash(firstLine(u.LastError, 80)))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -223,4 +223,23 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// notListed says which of a server's tools clients do not see, and why, leaving out those the
+// config hides or excludes on purpose.
+func notListed(c gateway.ToolCounts) string {
+	var parts []string
+	for _, p := range []struct {
+		n    int
+		what string
+	}{
+		{c.Quarantined, "quarantined (definition changed: pins list)"},
+		{c.Blocked, "blocked by a tool_definition guard (pins list)"},
+		{c.Missing, "missing (cannot be served: see the log)"},
+	} {
+		if p.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
