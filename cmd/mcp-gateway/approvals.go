@@ -20,30 +20,29 @@ import (
 // runApprovals lists pending approval requests and answers them. Answers go through the running
 // gateway, whose call is waiting; a request of a gateway that stopped has no call left to run.
 func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("approvals", `approvals list|approve ID|deny ID [--reason "…"] [--operator NAME] -c FILE [--all] [--json] [--addr HOST:PORT] [--token TOKEN]`, stderr)
+	fs := newFlags("approvals", `approvals list|approve ID|deny ID [--reason "…"] [--operator NAME] [-c FILE] [--all] [-o table|json|jsonl] [--addr HOST:PORT] [--token TOKEN]`, stdout, stderr)
 	o := addOpsFlags(fs)
 	reason := fs.String("reason", "", "why, for the audit log (and, on deny, told to the caller)")
 	operator := fs.String("operator", defaultOperator(), "who answers, for the audit log")
 	all := fs.Bool("all", false, "list: every request, not only pending ones")
-	asJSON := fs.Bool("json", false, "list: print the requests as a JSON array, every field")
-	pos, err := parseInterspersed(fs, args)
+	fs.addOutput()
+	pos, err := fs.parse(args)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 || (pos[0] == "list" && len(pos) != 1) || (pos[0] != "list" && len(pos) != 2) ||
 		(pos[0] != "list" && pos[0] != "approve" && pos[0] != "deny") {
-		fmt.Fprintln(stderr, "approvals needs list, approve ID or deny ID")
-		fs.Usage()
-		return exitError{2}
+		return fs.usageError("approvals needs list, approve ID or deny ID")
 	}
-	cfg, err := o.loadConfig(fs, stderr)
+	cfg, err := fs.loadConfig()
 	if err != nil {
 		return err
 	}
+	format := fs.output()
 	acc, err := openState(cfg, o, true)
 	if errors.Is(err, errNoStateFile) {
-		if *asJSON && pos[0] == "list" {
-			fmt.Fprintln(stdout, "[]")
+		if format != formatTable && pos[0] == "list" {
+			_ = writeList[store.Approval](stdout, format, nil)
 			fmt.Fprintln(stderr, "note: no gateway has run with this state directory")
 			return nil
 		}
@@ -74,13 +73,8 @@ func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			if list == nil {
-				list = []store.Approval{}
-			}
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(list)
+		if format != formatTable {
+			return writeList(stdout, format, list)
 		}
 		printApprovals(stdout, list, time.Now())
 		return nil
@@ -95,8 +89,11 @@ func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	err = acc.api.doJSON(ctx, http.MethodPost, "/admin/approvals/"+url.PathEscape(id)+"/"+pos[0],
 		gateway.DecisionRequest{Reason: *reason, Operator: strings.TrimSpace(*operator)}, &got)
 	if err != nil {
-		fmt.Fprintf(stderr, "approval %s: %v\n", id, err)
+		fmt.Fprintf(stderr, "approval %s: %v%s\n", id, err, approvalHint(ctx, acc.api, id, err))
 		return exitError{1}
+	}
+	if format != formatTable {
+		return writeJSON(stdout, format, got)
 	}
 	if approve {
 		fmt.Fprintf(stdout, "approved %s: %s may now call %s once.\n", id, got.Principal, got.Tool)
@@ -107,7 +104,7 @@ func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 // printApprovals prints one row per request with what a person needs to decide; the arguments
-// are shown as the audit keeps them (redacted), on one line and cut. --json has them whole.
+// are shown as the audit keeps them (redacted), on one line and cut. -o json has them whole.
 func printApprovals(w io.Writer, list []store.Approval, now time.Time) {
 	if len(list) == 0 {
 		fmt.Fprintln(w, "no approval requests")
