@@ -10,11 +10,13 @@ import (
 	"github.com/mcp-gateway/mcp-gateway/gateway"
 )
 
-// Set by the Makefile's build (-ldflags -X main.commit=… -X main.buildDate=…); a plain go build
-// leaves them empty, and the commit then comes from the build info Go records.
+// Set by the Makefile's build (-ldflags -X main.commit=… and so on); a plain go build leaves
+// them empty, and the commit then comes from the build info Go records (vcs.*).
 var (
-	commit    string
-	buildDate string
+	commit     string
+	commitTime string
+	modified   string // "true" or "false"
+	buildDate  string
 )
 
 // versionInfo is what `version` prints.
@@ -34,7 +36,7 @@ type versionInfo struct {
 
 // readVersion puts together what the build set and what Go recorded in the binary.
 func readVersion() versionInfo {
-	v := versionInfo{Version: gateway.Version, Commit: commit, BuildDate: buildDate, Go: runtime.Version()}
+	v := versionInfo{Version: gateway.Version, Commit: commit, CommitTime: commitTime, Modified: modified == "true", BuildDate: buildDate, Go: runtime.Version()}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return v
@@ -42,12 +44,13 @@ func readVersion() versionInfo {
 	if v.Version == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		v.Version = bi.Main.Version
 	}
+	if v.Commit != "" {
+		return v // the build said which commit; Go's record of it would say the same
+	}
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			if v.Commit == "" {
-				v.Commit = s.Value
-			}
+			v.Commit = s.Value
 		case "vcs.time":
 			v.CommitTime = s.Value
 		case "vcs.modified":
