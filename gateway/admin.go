@@ -19,8 +19,8 @@ import (
 // Status is the gateway's state as /admin/status and `mcp-gateway status` report it.
 type Status struct {
 	Gateway   string           `json:"gateway"`
-	Version   string           `json:"version"`
-	StateFile string           `json:"state_file"`
+	Version   string           `json:"version,omitempty"`
+	StateFile string           `json:"state_file,omitempty"`
 	Upstreams []UpstreamStatus `json:"upstreams"`
 	// Lockouts are the lockouts in force, oldest first; Kind says what put each in force and
 	// By which operator.
@@ -51,7 +51,7 @@ type PhysicalStatus struct {
 type FlightStatus struct {
 	CallID     string    `json:"call_id"`
 	Tool       string    `json:"tool"`
-	Principal  string    `json:"principal"`
+	Principal  string    `json:"principal,omitempty"`
 	Session    string    `json:"session,omitempty"`
 	Stop       bool      `json:"stop,omitempty"`
 	Since      time.Time `json:"since"`
@@ -71,8 +71,8 @@ type PendingApproval struct {
 	ID        string    `json:"id"`
 	Server    string    `json:"server"`
 	Tool      string    `json:"tool"`
-	Principal string    `json:"principal"`
-	Expires   time.Time `json:"expires"`
+	Principal string    `json:"principal,omitempty"`
+	Expires   time.Time `json:"expires,omitzero"`
 }
 
 // UpstreamStatus is one upstream server's state.
