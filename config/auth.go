@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Auth says who may use the gateway over HTTP (SPEC.md §13). With tokens configured, /mcp and
@@ -18,7 +19,8 @@ type Auth struct {
 type Token struct {
 	// Principal is who uses the token: principal.id in policies, the principal of audit records.
 	Principal string `yaml:"principal" json:"principal" jsonschema:"required,pattern=^[A-Za-z0-9][A-Za-z0-9_.@-]*$,description=Who uses this token: principal.id in policies and the principal of audit records."`
-	// Roles are principal.roles in policies; RoleAdmin opens the /admin API.
+	// Roles are principal.roles in policies; RoleAdmin opens the /admin API, RoleViewer the
+	// console read-only.
 	Roles []string `yaml:"roles" json:"roles,omitempty" jsonschema:"description=Roles such as admin\\, operator\\, agent or planner: principal.roles in policies; admin opens the /admin API."`
 	// TokenEnv names the environment variable holding the token (16 characters or more).
 	TokenEnv string `yaml:"token_env" json:"token_env" jsonschema:"required,pattern=^[A-Za-z_][A-Za-z0-9_]*$,description=Environment variable holding the token (at least 16 characters)\\, read at serve start."`
@@ -27,8 +29,40 @@ type Token struct {
 	Line int `yaml:"-" json:"-"`
 }
 
-// RoleAdmin is the role the /admin API needs. Other roles mean something only to policies.
-const RoleAdmin = "admin"
+// RoleAdmin is the role the /admin API needs. RoleViewer signs in to the operator console
+// read-only. Other roles mean something only to policies.
+const (
+	RoleAdmin  = "admin"
+	RoleViewer = "viewer"
+)
+
+// Console holds the settings of the operator console at /console (docs/console.md).
+type Console struct {
+	// ViewerMayHalt lets a principal with role viewer, who may otherwise act on nothing, press
+	// HALT: whoever sees danger must be able to stop it. nil means the default, true.
+	ViewerMayHalt *bool `yaml:"viewer_may_halt" json:"viewer_may_halt,omitempty" jsonschema:"description=Whether a principal with role viewer may press HALT in the console (default true)."`
+	// SessionTTL is how long a console sign-in lasts (default 8h, a shift).
+	SessionTTL Duration `yaml:"session_ttl" json:"session_ttl,omitempty" jsonschema:"type=string,description=How long a console sign-in lasts before the person signs in again such as 8h (default 8h)."`
+}
+
+// DefaultConsoleSessionTTL is how long a console sign-in lasts unless console.session_ttl says
+// otherwise.
+const DefaultConsoleSessionTTL = 8 * time.Hour
+
+// ViewerHalts reports console.viewer_may_halt, true unless set to false.
+func (c Console) ViewerHalts() bool { return c.ViewerMayHalt == nil || *c.ViewerMayHalt }
+
+// checkConsole checks the console section and applies its defaults.
+func (d *decoder) checkConsole(c *Console) {
+	src := d.src[c]
+	switch {
+	case src == nil || !src.has("session_ttl"):
+		c.SessionTTL = Duration(DefaultConsoleSessionTTL)
+	case src.valid("session_ttl") && (c.SessionTTL < Duration(time.Minute) || c.SessionTTL > Duration(7*24*time.Hour)):
+		d.errorf(src.valueLine("session_ttl"), location{path: "console"}.field("session_ttl"),
+			"must be between 1m and 168h (a week), got %s", time.Duration(c.SessionTTL))
+	}
+}
 
 // DefaultMaxBodyBytes bounds the body of one request to /mcp unless gateway.max_body_bytes says
 // otherwise.
@@ -56,6 +90,7 @@ var (
 // (allowed_origins, max_body_bytes), and applies their defaults.
 func (d *decoder) checkAuth(cfg *Config) {
 	d.checkTokens(&cfg.Auth)
+	d.checkConsole(&cfg.Console)
 	g := &cfg.Gateway
 	src := d.src[g]
 	if src == nil {

@@ -11,6 +11,7 @@ type Config struct {
 	Guardrails Guardrails `yaml:"guardrails" json:"guardrails,omitempty" jsonschema:"description=Content guards per stage."`
 	Approvals  Approvals  `yaml:"approvals" json:"approvals,omitempty" jsonschema:"description=How calls that need an operator's approval are announced and how long they wait."`
 	Auth       Auth       `yaml:"auth" json:"auth,omitempty" jsonschema:"description=Bearer tokens for /mcp and /admin and the principals they stand for."`
+	Console    Console    `yaml:"console" json:"console,omitempty" jsonschema:"description=The operator console served at /console."`
 	LLM        LLM        `yaml:"llm" json:"llm,omitempty" jsonschema:"description=The model and loop options of the built-in agent (mcp-gateway agent)."`
 	// Experience maps a tool's public or upstream name to notes the agent appends to its
 	// description at the start of a run.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/internal/printable"
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
@@ -192,6 +193,7 @@ func (g *Gateway) physicalStatus(now time.Time) []PhysicalStatus {
 // with who and why, and the server is restarted so that the robot runtime starts from a known
 // state.
 func (g *Gateway) Unlock(ctx context.Context, server, operator, reason string) (ResetResult, error) {
+	operator, reason = printable.Text(operator), printable.Text(reason)
 	var res ResetResult
 	if strings.TrimSpace(reason) == "" {
 		return res, errors.New("a reason is required: say what was inspected on the robot")
@@ -297,10 +299,14 @@ func (g *Gateway) adminHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /admin/approvals", func(w http.ResponseWriter, r *http.Request) {
 		state := r.URL.Query().Get("state")
-		if state == "" {
+		switch {
+		case state == "":
 			state = store.ApprovalPending
-		} else if state == "all" {
+		case state == "all":
 			state = ""
+		case !slices.Contains(store.ApprovalStates, state):
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("no approval state %q: state is all or one of %s", state, strings.Join(store.ApprovalStates, ", ")))
+			return
 		}
 		list, err := g.opts.Store.ListApprovals(state)
 		if err != nil {
@@ -321,14 +327,14 @@ func (g *Gateway) adminHandler() http.Handler {
 					return
 				}
 			}
-			req.Operator = operatorOf(r, req.Operator)
+			req.Operator, req.Reason = printable.Text(operatorOf(r, req.Operator)), printable.Text(req.Reason)
 			a, err := g.approvals.Decide(r.Context(), r.PathValue("id"), approve, req.Operator, req.Reason)
 			switch {
 			case errors.Is(err, store.ErrNotFound):
 				writeError(w, http.StatusNotFound, err.Error())
 			case errors.Is(err, store.ErrAlreadyDecided):
 				writeError(w, http.StatusConflict, err.Error())
-			case errors.Is(err, store.ErrExpired):
+			case errors.Is(err, store.ErrExpired), errors.Is(err, store.ErrWithdrawn):
 				writeError(w, http.StatusGone, err.Error())
 			case err != nil:
 				writeError(w, http.StatusInternalServerError, err.Error())

@@ -121,6 +121,11 @@ func match(creds []Credential, r *http.Request) *Principal {
 	if !ok {
 		return nil
 	}
+	return matchToken(creds, token)
+}
+
+// matchToken is match for a token however it came.
+func matchToken(creds []Credential, token string) *Principal {
 	got := sha256.Sum256([]byte(token))
 	var found *Principal
 	for i := range creds {

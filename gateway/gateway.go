@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,7 +69,8 @@ type Gateway struct {
 	notifier  *liveNotifier // the approval channel in force
 	sessions  *sessions
 	inFlight  *inFlight
-	shutdown  shutdown // refuses new calls and cancels late ones at shutdown (shutdown.go)
+	shutdown  shutdown    // refuses new calls and cancels late ones at shutdown (shutdown.go)
+	callers   callerWatch // cancels the calls of an HTTP client that left (callerwatch.go)
 
 	guards       *GuardSets // in force; read and replaced under syncMu
 	guardMetrics *guards.Metrics
@@ -82,6 +84,7 @@ type Gateway struct {
 	conts        continuations // calls waiting for a client's input (suspend.go)
 	withheld     withheldItems // what tool_definition guards keep out (screen.go)
 	subs         subscriptions // downstream resource subscriptions
+	console      http.Handler  // the operator console at /console, when mounted (console.go)
 
 	syncMu sync.Mutex                 // serialises catalog rebuilds and the server's tool list
 	served map[string]json.RawMessage // public name → definition registered with server
@@ -242,6 +245,12 @@ func (g *Gateway) buildChain(cfg *config.Config, engine *policies.Engine, sets *
 // expose the same tool under bare naming, and, with RequireAll, when an upstream did not start.
 // Otherwise servers that did not start are logged and retried in the background.
 func (g *Gateway) Start(ctx context.Context) error {
+	if st := g.opts.Store; st != nil {
+		if problems := lockoutConflicts(st.Lockouts(), g.cfg, ""); len(problems) > 0 {
+			return fmt.Errorf("no server was started: %s", strings.Join(problems, "\n"))
+		}
+		g.extendHalt(g.cfg)
+	}
 	if g.opts.RequireAll {
 		// A command that does not exist will not appear while the startup timeout runs out:
 		// fail now, naming it, instead of retrying it.
@@ -335,6 +344,8 @@ func (g *Gateway) Call(ctx context.Context, c *governor.Call) *governor.Outcome 
 
 // handleCall serves tools/call for every name, listed or not.
 func (g *Gateway) handleCall(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	ctx, left := g.callers.enter(ctx, req)
+	defer left()
 	principal, roles := callerOf(req)
 	if strings.HasPrefix(req.Params.RequestState, continuationPrefix) {
 		return g.resume(ctx, req, principal) // the answers to a suspended call's input requests

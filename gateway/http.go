@@ -47,6 +47,10 @@ func (g *Gateway) operatorRoutes(mux *http.ServeMux, creds []Credential) {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(g.opts.Registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelError)}))
 	}
 	mux.Handle("/admin/", identify(withAdminToken(creds, g.opts.AdminToken), g.adminHandler()))
+	if g.console != nil {
+		mux.Handle("/console", g.console)
+		mux.Handle("/console/", g.console)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -78,6 +82,9 @@ func (g *Gateway) mcpHandler() http.Handler {
 	default:
 		h = byRevision(g.statefulHandler(), g.streamable(true))
 	}
+	// A client that deletes its session or closes the stream of a request cancels its calls
+	// there, whatever the revision (callerwatch.go).
+	h = g.callers.watch(h)
 	h = g.limitStreams(max(1, g.maxConnections()/2), h)
 	// Read after the token is checked: a request without one is refused before its body is
 	// read. A body read whole is screened (strict.go) before the SDK sees it.

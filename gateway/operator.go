@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/governor"
+	"github.com/mcp-gateway/mcp-gateway/internal/printable"
 	"github.com/mcp-gateway/mcp-gateway/internal/suggest"
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
@@ -168,6 +169,8 @@ func (e *HaltCause) Error() string {
 // on disk, and reports. A second halt keeps the first halt's lockout, and cancels and stops
 // again. Non-physical servers are not touched.
 func (g *Gateway) Halt(ctx context.Context, operator, reason string) (HaltReport, error) {
+	// Never refused for what the text holds (a halt must always work), but shown as it is.
+	operator, reason = printable.Text(operator), printable.Text(reason)
 	start := time.Now()
 	if strings.TrimSpace(reason) == "" {
 		return HaltReport{}, errors.New("a reason is required: say why the robot is being stopped; it is kept in the audit log")
@@ -403,6 +406,7 @@ func (sc *stopCall) result(since func(time.Time) float64) StopResult {
 // cancel the call in flight, which finishes or times out as it would; only a halt cancels. A
 // server that is already locked out keeps the lockout it has, and the lock is still audited.
 func (g *Gateway) Lock(ctx context.Context, server, operator, reason string) (LockResult, error) {
+	operator, reason = printable.Text(operator), printable.Text(reason)
 	if strings.TrimSpace(reason) == "" {
 		return LockResult{}, errors.New("a reason is required: say why the server is being locked out; it is kept in the audit log")
 	}

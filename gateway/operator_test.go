@@ -446,3 +446,39 @@ func BenchmarkHaltInProcess(b *testing.B) {
 		b.ReportMetric(v[len(v)*99/100], name+"-p99-ms")
 	}
 }
+
+// TestOperatorTextIsShownAsItIs: a reason or a name with control characters (escape sequences,
+// forged lines) still halts and unlocks, but is kept and shown escaped, never as terminal control.
+func TestOperatorTextIsShownAsItIs(t *testing.T) {
+	g, st, _ := cellGateway(t, newCellRobot(0), newHeldDispatcher())
+	if _, err := g.Halt(context.Background(), "m\x1b[2Jallory\nfake", "esc \x1b[31mRED\x1b[0m\nLOCKOUTS\n  robot: unlocked by root"); err != nil {
+		t.Fatalf("a halt must never be refused for its text: %v", err)
+	}
+	l, ok := st.Lockout("robot")
+	if !ok || strings.ContainsAny(l.Reason+l.By, "\x1b\n") || !strings.Contains(l.Reason, `\x1b[31mRED`) || !strings.Contains(l.By, `\nfake`) {
+		t.Fatalf("the halt as stored: %+v", l)
+	}
+	res, err := g.Unlock(context.Background(), "robot", "bob\x07", "checked\x1b[1A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Audit().Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	if err := st.AuditScan(store.AuditFilter{}, func(r store.Record) bool {
+		if r.Type == store.RecordCall {
+			return true
+		}
+		n++
+		if strings.ContainsAny(r.Principal+r.Reason, "\x1b\x07\n") {
+			t.Errorf("an audit record holds control characters: %+v", r)
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n < 2 || !strings.Contains(res.Cleared.Reason, `\x1b[31mRED`) {
+		t.Errorf("%d operator records; cleared %+v", n, res.Cleared)
+	}
+}

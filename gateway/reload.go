@@ -135,6 +135,9 @@ func (g *Gateway) Reload(ctx context.Context, cfg *config.Config) (ReloadReport,
 		}
 	}
 	problems = append(problems, g.collisions(cfg)...)
+	if st := g.opts.Store; st != nil {
+		problems = append(problems, lockoutConflicts(st.Lockouts(), cfg, g.config().Gateway.LockoutScope)...)
+	}
 	if len(problems) > 0 {
 		return rep, errors.New(strings.Join(problems, "\n"))
 	}
@@ -162,6 +165,10 @@ func (g *Gateway) Reload(ctx context.Context, cfg *config.Config) (ReloadReport,
 		g.notifier.set(notifier)
 	}
 	g.syncMu.Unlock()
+	// Before any added server starts: a halt in force covers it too.
+	if halted := g.extendHalt(cfg); len(halted) > 0 {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("a halt is in force, so the physical servers %s are halted too", strings.Join(halted, ", ")))
+	}
 	g.refresh() // the new filters, names and overrides over the servers that keep running
 
 	restarted, started, stopped, err := g.ups.Reconfigure(ctx, cfg.Servers)

@@ -66,8 +66,6 @@ func (g *Gateway) toolCounts(server string) ToolCounts {
 	return ToolCounts{}
 }
 
-// listedTools is how many tools clients see in tools/list.
-func (g *Gateway) listedTools() int { return len(g.catalog.Load().Tools()) }
 
 // Readiness is the body of /readyz. Ready means the gateway serves: every upstream is up and
 // has listed its tools, and the state file takes writes. A lockout or a halt does not make it

@@ -8,10 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
@@ -41,16 +44,25 @@ func (e *NotifyError) Unwrap() error { return e.Err }
 // NotifyChannels are the channels that can fail, whose failure counters exist from the start.
 var NotifyChannels = []string{"console", "webhook"}
 
+// ApprovalProgressEvery is how often a call that waits for an operator's approval sends its
+// client a progress notification, when the client gave a progress token. It is well under the
+// request timeouts of common clients (the TypeScript SDK's 60 s, the MCP Inspector's 10 s), so a
+// client that resets its timeout on progress keeps waiting as long as the approval may take.
+const ApprovalProgressEvery = 2 * time.Second
+
 // Approvals routes calls that need an operator's approval: it stores the request, notifies the
-// channel, and holds the call until an operator decides or the timeout passes. Approval never
+// channel, and holds the call until an operator decides or the timeout passes, telling a client
+// that asked for progress how long it may still wait. A call whose caller leaves meanwhile is
+// withdrawn: its request can no longer be answered, so nothing runs for nobody. Approval never
 // goes through the MCP client or the model, which could approve themselves.
 type Approvals struct {
-	store   store.ApprovalStore
-	audit   store.AuditLog
-	notify  Notifier
-	timeout time.Duration
-	log     *slog.Logger
-	now     func() time.Time
+	store         store.ApprovalStore
+	audit         store.AuditLog
+	notify        Notifier
+	timeout       time.Duration
+	progressEvery time.Duration
+	log           *slog.Logger
+	now           func() time.Time
 
 	// Set before the first Request (RegisterMetrics, Unanswerable).
 	failures     *prometheus.CounterVec // by channel; nil counts nothing
@@ -62,7 +74,8 @@ type Approvals struct {
 
 // NewApprovals holds calls for at most timeout.
 func NewApprovals(st store.ApprovalStore, audit store.AuditLog, notify Notifier, timeout time.Duration, logger *slog.Logger) *Approvals {
-	return &Approvals{store: st, audit: audit, notify: notify, timeout: timeout, log: logger, now: time.Now, waiters: make(map[string]chan struct{})}
+	return &Approvals{store: st, audit: audit, notify: notify, timeout: timeout, progressEvery: ApprovalProgressEvery,
+		log: logger, now: time.Now, waiters: make(map[string]chan struct{})}
 }
 
 // RegisterMetrics counts the requests a channel failed to deliver, by channel, in reg
@@ -88,6 +101,12 @@ func (a *Approvals) Unanswerable(how string) { a.unanswerable = how }
 // Request asks for approval of exactly this call and waits. It returns "" when the call was
 // approved (and the approval consumed, so it runs once), otherwise the failure kind and reason.
 //
+// While it waits, a client that gave a progress token (c.Progress) is sent a progress
+// notification at once and then every ApprovalProgressEvery, naming the request and the time
+// left. When ctx ends first (the client cancelled the call, closed its connection or session,
+// or the gateway stops), the request is withdrawn and audited, and KindCancelled returned: an
+// operator's answer then gets store.ErrWithdrawn and runs nothing.
+//
 // The request keeps the arguments as the call's audit record does (c.Redact: after the tool_call
 // guards and audit redaction; see shownArgs) and a keyed digest of the arguments the call would
 // run with.
@@ -108,7 +127,8 @@ func (a *Approvals) Request(ctx context.Context, c *Call, rule, why string) (Kin
 	if err != nil {
 		return KindApprovalDenied, "the gateway could not create an approval request: " + err.Error()
 	}
-	now := a.now().UTC()
+	start := a.now()
+	now := start.UTC()
 	req := store.Approval{
 		ID: id, Digest: a.digest(c.Tool.Server, c.Tool.Upstream, c.Args),
 		Server: c.Tool.Server, Tool: c.Name, Principal: c.Principal, Session: c.Session,
@@ -131,6 +151,7 @@ func (a *Approvals) Request(ctx context.Context, c *Call, rule, why string) (Kin
 	if err := a.store.PutApproval(req); err != nil {
 		return KindApprovalDenied, fmt.Sprintf("the approval request for %s could not be stored (%v). %s", c.Name, err, heldOutcome(c))
 	}
+	defer a.reportWaiting(ctx, c, req, start)()
 	// The announcement goes out even if the caller leaves meanwhile, but never outlives the
 	// request it announces.
 	nctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), req.Expires)
@@ -148,9 +169,11 @@ func (a *Approvals) Request(ctx context.Context, c *Call, rule, why string) (Kin
 			"nobody approved the call to %s (approval %s, rule %s) within %s. %s Ask the operator, or try a call that needs no approval.",
 			c.Name, id, rule, a.timeout, heldOutcome(c))
 	case <-ctx.Done():
-		// Nobody waits for the result any more: make sure a late approval cannot run it.
-		_, _ = a.store.DecideApproval(id, store.ApprovalDenied, "gateway", "the caller cancelled the call while it waited for approval", a.now())
-		return KindCancelled, fmt.Sprintf("the call to %s was cancelled while it waited for approval %s. %s", c.Name, id, heldOutcome(c))
+	}
+	if ctx.Err() != nil {
+		// Nobody waits for the result any more, even if an answer came as the caller left: the
+		// request is withdrawn, so that no answer, late or landed, runs it.
+		return a.withdraw(ctx, c, req)
 	}
 	got, _, err := a.store.GetApproval(id)
 	if err != nil {
@@ -167,6 +190,95 @@ func (a *Approvals) Request(ctx context.Context, c *Call, rule, why string) (Kin
 		return KindApprovalDenied, fmt.Sprintf("approval %s cannot be used (%v). %s", id, err, heldOutcome(c))
 	}
 	return "", ""
+}
+
+// reportWaiting sends c's client progress notifications while c waits for req, which was made
+// at start: one at once, then every a.progressEvery, counting the seconds waited up to the
+// approval timeout and saying how many are left. They are sent from a goroutine of their own,
+// so a slow client never delays the wait; the returned function stops them at once, and what
+// the call sends afterwards reaches the client after them (progressStage).
+func (a *Approvals) reportWaiting(ctx context.Context, c *Call, req store.Approval, start time.Time) (stop func()) {
+	stage := c.progressStage()
+	if stage == nil {
+		return func() {}
+	}
+	what := "waiting for an operator's approval " + req.ID
+	if c.Dispatched {
+		what = "the call ran; its result is waiting for an operator's approval " + req.ID
+	}
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(a.progressEvery)
+		defer tick.Stop()
+		for {
+			now := a.now()
+			left := max(req.Expires.Sub(now), 0)
+			stage.send(&mcp.ProgressNotificationParams{
+				Progress: math.Round(now.Sub(start).Seconds()*1000) / 1000,
+				Total:    a.timeout.Seconds(),
+				Message:  fmt.Sprintf("%s; %d s left", what, int(math.Ceil(left.Seconds()))),
+			})
+			select {
+			case <-tick.C:
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() {
+		stage.end()
+		close(done)
+	}
+}
+
+// withdraw records that the caller of req left before an operator released the call: the
+// request moves to withdrawn (so that no answer can run it) and an audit record says why.
+func (a *Approvals) withdraw(ctx context.Context, c *Call, req store.Approval) (Kind, string) {
+	why := withdrawCause(ctx)
+	if c.Dispatched {
+		why += "; the call had run, and its result was withheld"
+	} else {
+		why += "; nothing was run"
+	}
+	_, err := a.store.WithdrawApproval(req.ID, why, a.now())
+	switch {
+	case errors.Is(err, store.ErrExpired):
+		// It expired as the caller left: nothing can answer it either.
+	case err != nil:
+		a.log.Error("approval request not marked withdrawn; no call waits on it, so an answer to it runs nothing",
+			"approval", req.ID, "tool", c.Name, "error", err)
+	default:
+		rec := store.Record{
+			Type: store.RecordApproval, Action: "withdraw", Principal: c.Principal, Session: c.Session,
+			Server: req.Server, Tool: req.Tool, CallID: c.ID,
+			Reason: fmt.Sprintf("approval request %s was withdrawn: %s", req.ID, why),
+			Detail: map[string]any{"approval": req.ID, "rule": req.Rule, "cause": why},
+		}
+		if _, err := a.audit.AppendSync(context.WithoutCancel(ctx), rec); err != nil {
+			a.log.Error("audit record of a withdrawn approval request not written", "approval", req.ID, "error", err)
+		}
+	}
+	return KindCancelled, fmt.Sprintf("the call to %s was withdrawn while it waited for approval %s: %s.", c.Name, req.ID, why)
+}
+
+// withdrawCause says why a waiting call's context ended, from its cause: the SDK ends a
+// request's context with io.EOF when its connection ends (a stdio client closing stdin), and
+// without a cause of its own (context.Canceled) on notifications/cancelled or when a 2026-07-28
+// request's POST ends; the gateway gives causes that say it all when a client leaves its HTTP
+// session or stream and when it shuts down.
+func withdrawCause(ctx context.Context) string {
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, io.EOF):
+		return "the caller's session ended"
+	case errors.Is(cause, context.DeadlineExceeded):
+		return "the call's deadline passed"
+	case cause == nil || errors.Is(cause, context.Canceled):
+		return "the caller cancelled it or closed its connection"
+	}
+	return cause.Error()
 }
 
 // heldOutcome says what became of a held call that was not released: one held before dispatch

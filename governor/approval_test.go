@@ -7,7 +7,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
+	"math"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -105,20 +108,158 @@ func TestApprovalDeniedAndExpired(t *testing.T) {
 	}
 }
 
-func TestApprovalCancelledCallCannotBeApprovedLater(t *testing.T) {
+// A call whose caller leaves while it waits is withdrawn, whatever ended its context, and no
+// answer can run it: the request says why, and the audit log has a record of it.
+func TestApprovalOfACallWhoseCallerLeftIsWithdrawn(t *testing.T) {
+	for _, tc := range []struct {
+		name, why string
+		end       func(cancel context.CancelCauseFunc)
+	}{
+		{"notifications/cancelled", "the caller cancelled it or closed its connection", func(cancel context.CancelCauseFunc) { cancel(nil) }},
+		{"session closed", "the caller's session ended", func(cancel context.CancelCauseFunc) { cancel(io.EOF) }},
+		{"gateway stopping", "the gateway is shutting down", func(cancel context.CancelCauseFunc) { cancel(errors.New("the gateway is shutting down")) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := openStore(t)
+			n := &recordingNotifier{sent: make(chan string, 1)}
+			a := NewApprovals(st, st.Audit(), n, 10*time.Second, quiet)
+			ctx, cancel := context.WithCancelCause(context.Background())
+			done := make(chan string)
+			go func() { k, r := a.Request(ctx, approvalCall(), "r", ""); done <- string(k) + "|" + r }()
+			id := <-n.sent
+			tc.end(cancel)
+			got := <-done
+			if !strings.HasPrefix(got, string(KindCancelled)+"|") || !strings.Contains(got, id) || !strings.Contains(got, tc.why) {
+				t.Fatalf("withdrawn call: %s", got)
+			}
+			req, _, _ := st.GetApproval(id)
+			if req.State != store.ApprovalWithdrawn || req.WithdrawReason != tc.why+"; nothing was run" || req.Withdrawn.IsZero() {
+				t.Errorf("request = %+v", req)
+			}
+			_, err := a.Decide(context.Background(), id, true, "alice", "late")
+			if !errors.Is(err, store.ErrWithdrawn) || !strings.Contains(err.Error(), "nothing was run") {
+				t.Errorf("approving a withdrawn request: %v", err)
+			}
+			if pending, _ := a.Pending(); len(pending) != 0 {
+				t.Errorf("still pending: %+v", pending)
+			}
+			var recs []store.Record
+			_ = st.AuditScan(store.AuditFilter{Type: store.RecordApproval}, func(r store.Record) bool { recs = append(recs, r); return true })
+			if len(recs) != 1 || recs[0].Action != "withdraw" || recs[0].Detail["approval"] != id || recs[0].Principal != "planner" ||
+				recs[0].CallID != "c1" || !strings.Contains(recs[0].Reason, tc.why) {
+				t.Errorf("audit records = %+v", recs)
+			}
+		})
+	}
+}
+
+// An approval that lands as the caller leaves runs nothing: the request is withdrawn even so.
+func TestApprovalLandingAsTheCallerLeavesRunsNothing(t *testing.T) {
 	st := openStore(t)
 	n := &recordingNotifier{sent: make(chan string, 1)}
 	a := NewApprovals(st, st.Audit(), n, 10*time.Second, quiet)
 	ctx, cancel := context.WithCancel(context.Background())
+	call := approvalCall()
+	call.Progress = func(*mcp.ProgressNotificationParams) {}
 	done := make(chan Kind)
-	go func() { k, _ := a.Request(ctx, approvalCall(), "r", ""); done <- k }()
+	go func() { k, _ := a.Request(ctx, call, "r", ""); done <- k }()
 	id := <-n.sent
 	cancel()
+	_, _ = a.Decide(context.Background(), id, true, "alice", "just in time")
 	if k := <-done; k != KindCancelled {
-		t.Fatalf("cancelled: %s", k)
+		t.Fatalf("a call whose caller left got %q", k)
 	}
-	if _, err := a.Decide(context.Background(), id, true, "alice", "late"); err == nil {
-		t.Fatal("a request whose caller went away must not be approvable")
+	if req, _, _ := st.GetApproval(id); req.State != store.ApprovalWithdrawn {
+		t.Fatalf("request = %+v", req)
+	}
+}
+
+// A client that gave a progress token hears from a waiting call at once and then every
+// interval: progress counting up the seconds waited, out of the timeout, with the request id
+// and the time left; nothing after the wait ends. The upstream's progress then counts on from
+// there.
+func TestApprovalWaitSendsProgress(t *testing.T) {
+	st := openStore(t)
+	n := &recordingNotifier{sent: make(chan string, 1)}
+	a := NewApprovals(st, st.Audit(), n, 30*time.Second, quiet)
+	a.progressEvery = 20 * time.Millisecond
+	var mu sync.Mutex
+	var got []mcp.ProgressNotificationParams
+	call := approvalCall()
+	call.Progress = func(p *mcp.ProgressNotificationParams) {
+		mu.Lock()
+		got = append(got, *p)
+		mu.Unlock()
+	}
+	sent := func() []mcp.ProgressNotificationParams {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+	done := make(chan Kind)
+	go func() { k, _ := a.Request(context.Background(), call, "r", ""); done <- k }()
+	id := <-n.sent
+	for deadline := time.Now().Add(5 * time.Second); len(sent()) < 4 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := a.Decide(context.Background(), id, true, "alice", "ok"); err != nil {
+		t.Fatal(err)
+	}
+	if k := <-done; k != "" {
+		t.Fatalf("approved call got %q", k)
+	}
+	waited := sent()
+	if len(waited) < 4 {
+		t.Fatalf("%d progress notifications while waiting, want at least 4", len(waited))
+	}
+	first := waited[0]
+	if first.Progress > 1 || first.Total != 30 || first.Message != "waiting for an operator's approval "+id+"; 30 s left" {
+		t.Errorf("first notification = %+v", first)
+	}
+	for i, p := range waited {
+		if i > 0 && p.Progress <= waited[i-1].Progress {
+			t.Errorf("progress went from %v to %v", waited[i-1].Progress, p.Progress)
+		}
+		if p.Total != 30 || !strings.Contains(p.Message, id) || !strings.HasSuffix(p.Message, " s left") {
+			t.Errorf("notification %d = %+v", i, p)
+		}
+	}
+	time.Sleep(5 * a.progressEvery)
+	if after := sent(); len(after) != len(waited) {
+		t.Errorf("%d notifications after the wait ended", len(after)-len(waited))
+	}
+
+	upstream := call.progressStage().sender()
+	upstream(&mcp.ProgressNotificationParams{Progress: 0.5, Total: 2, Message: "driving"})
+	last, moved := waited[len(waited)-1], sent()[len(waited)]
+	if math.Abs(moved.Progress-(last.Progress+1.5)) > 1e-9 || math.Abs(moved.Total-(last.Progress+3)) > 1e-9 || moved.Message != "driving" {
+		t.Errorf("the upstream's progress after %v arrived as %+v", last.Progress, moved)
+	}
+}
+
+// A client that does not read its progress does not hold up the call: the wait still ends
+// when the operator answers.
+func TestApprovalWaitIsNotHeldUpByASlowClient(t *testing.T) {
+	st := openStore(t)
+	n := &recordingNotifier{sent: make(chan string, 1)}
+	a := NewApprovals(st, st.Audit(), n, 30*time.Second, quiet)
+	stuck := make(chan struct{})
+	defer close(stuck)
+	call := approvalCall()
+	call.Progress = func(*mcp.ProgressNotificationParams) { <-stuck }
+	done := make(chan Kind)
+	go func() { k, _ := a.Request(context.Background(), call, "r", ""); done <- k }()
+	id := <-n.sent
+	if _, err := a.Decide(context.Background(), id, false, "alice", "no"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case k := <-done:
+		if k != KindApprovalDenied {
+			t.Fatalf("denied call got %q", k)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wait did not end while the client's progress was stuck")
 	}
 }
 

@@ -59,6 +59,12 @@ func Audit(st AuditStore, redact *Redactor, logger *slog.Logger) Step {
 			if c.Tool != nil {
 				rec.Server = c.Tool.Server
 			}
+			if out.Kind == "" && out.Reason != "" {
+				// The tool's own reason passed the tool_result guards on its way to the caller;
+				// one that echoes an argument a tool_call guard flags (in log_only mode, the tool
+				// got it) is not written down as it is.
+				rec.Reason = redact.ScrubText(ctx, c, out.Reason)
+			}
 			if c.Journaled {
 				rec.EndsCall = c.ID
 			}

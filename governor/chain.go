@@ -27,7 +27,9 @@ type Call struct {
 	Session      string
 	SessionCalls int64
 	Labels       map[string]bool
-	// Progress, when set, receives the upstream's progress notifications for this call.
+	// Progress, when set, sends the client a progress notification for this call: the upstream's
+	// own, and the gateway's while the call waits for an operator's approval. The chain keeps
+	// their progress increasing (progressMeter); Progress must not block for long.
 	Progress func(*mcp.ProgressNotificationParams)
 	// Start is when the gateway received the call.
 	Start time.Time
@@ -52,6 +54,8 @@ type Call struct {
 	Decision string
 	// Detail holds what the audit record keeps beyond its fields: shadow decisions, rule errors.
 	Detail map[string]any
+
+	progress *progressMeter // made by progressStage
 }
 
 // Outcome is what the chain made of a call: the result the caller receives and how it ended.

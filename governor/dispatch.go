@@ -27,7 +27,7 @@ func Dispatch() Handler {
 		callCtx, cancel := context.WithTimeout(classify(ctx, t), deadline)
 		defer cancel()
 		c.Dispatched = true
-		res, err := t.Dispatcher.Call(callCtx, t.Upstream, c.Args, c.Progress)
+		res, err := t.Dispatcher.Call(callCtx, t.Upstream, c.Args, c.progressStage().sender())
 		if err == nil {
 			if res == nil {
 				return Refuse(KindProtocolViolation, fmt.Sprintf("tool %s returned no result", c.Name))

@@ -20,6 +20,7 @@ type Redactor struct {
 	keys     [][]byte    // lower-cased
 	maxValue int         // longest string, number or key kept whole, in bytes
 	guards   *guards.Set // the tool_call guards, for what they would remove (withhold.go); may be nil
+	records  *guards.Set // their log_only guards, enforced, for what is written down; may be nil
 }
 
 // maxArgsFactor bounds the whole of the stored arguments at this many times maxValue: many short

@@ -24,6 +24,7 @@ const WithheldArgs = `"[withheld: the tool_call guards did not let these argumen
 func (r *Redactor) WithGuards(set *guards.Set) *Redactor {
 	c := *r
 	c.guards = set
+	c.records = set.ForRecords()
 	return &c
 }
 
@@ -31,22 +32,33 @@ func (r *Redactor) WithGuards(set *guards.Set) *Redactor {
 // tool_call guards left them when they ran (withheld when they blocked or escalated), and, for a
 // call refused before the guards saw it, as they would have left them.
 func (r *Redactor) kept(ctx context.Context, c *Call, original json.RawMessage) json.RawMessage {
-	switch {
-	case c.ArgsWithheld:
-		return json.RawMessage(WithheldArgs)
-	case c.ArgsScreened:
-		return c.Args
-	case r.guards.Empty():
-		return original
-	}
 	server := ""
 	if c.Tool != nil {
 		server = c.Tool.Server
 	}
-	res, redacted := r.guards.CheckJSON(ctx, server, c.Name, original)
-	switch res.Action {
-	case guards.ActionBlock, guards.ActionEscalate:
+	var args json.RawMessage
+	switch {
+	case c.ArgsWithheld:
 		return json.RawMessage(WithheldArgs)
+	case c.ArgsScreened:
+		args = c.Args
+	case r.guards.Empty():
+		args = original
+	default:
+		res, redacted := r.guards.CheckJSON(ctx, server, c.Name, original)
+		switch res.Action {
+		case guards.ActionBlock, guards.ActionEscalate:
+			return json.RawMessage(WithheldArgs)
+		}
+		args = redacted
+	}
+	if r.records.Empty() {
+		return args
+	}
+	// What log_only guards flag went to the tool unchanged, but is not written down.
+	res, redacted := r.records.CheckJSON(ctx, server, c.Name, args)
+	if res.Action == guards.ActionBlock {
+		return json.RawMessage(WithheldArgs) // a guard that failed closed while redacting
 	}
 	return redacted
 }
@@ -66,7 +78,8 @@ func (r *Redactor) ScrubText(ctx context.Context, c *Call, text string) string {
 	res, _ := r.guards.CheckText(ctx, server, c.Name, text)
 	var spans []guards.Finding
 	for _, f := range res.Findings {
-		if f.Mode != guards.ModeLogOnly && f.Start < f.End && f.End <= len(text) {
+		// log_only findings too: a reason is written down (the log, the audit record).
+		if f.Start < f.End && f.End <= len(text) {
 			spans = append(spans, f)
 		}
 	}

@@ -251,3 +251,36 @@ func (s *Set) Empty() bool { return s == nil || len(s.entries) == 0 }
 
 // Stage is the stage the set was built for.
 func (s *Set) Stage() Stage { return s.stage }
+
+// ForRecords is the set that makes what the gateway writes down (audit records, approval
+// requests, logs) hold nothing a log_only guard flags: its log_only guards that can redact,
+// enforced, with action redact. A log_only guard changes nothing on its way to the tool or the
+// client, but "audit records and logs never contain a matched secret" (SPEC.md §10) holds for
+// it too. It is nil when the set has no such guard.
+func (s *Set) ForRecords() *Set {
+	if s.Empty() {
+		return nil
+	}
+	var entries []*entry
+	for _, e := range s.entries {
+		if !e.logOnly || e.redactor == nil {
+			continue
+		}
+		c := *e
+		c.logOnly, c.action = false, ActionRedact
+		entries = append(entries, &c)
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	out := &Set{stage: s.stage, entries: entries, withWhere: s.withWhere}
+	for _, e := range entries {
+		if e.parallel {
+			out.parallel++
+		}
+	}
+	if out.parallel > 1 {
+		out.sem = make(chan struct{}, maxParallel)
+	}
+	return out
+}

@@ -18,10 +18,17 @@ const (
 	ApprovalDenied   = "denied"
 	ApprovalExpired  = "expired"
 	ApprovalUsed     = "used"
+	// ApprovalWithdrawn: the call stopped waiting before it ran (its client cancelled it or went
+	// away, or the gateway stopped), so nothing can be run by answering it.
+	ApprovalWithdrawn = "withdrawn"
 )
 
+// ApprovalStates are the states a request can be in, in the order a request goes through them.
+var ApprovalStates = []string{ApprovalPending, ApprovalApproved, ApprovalDenied, ApprovalExpired, ApprovalUsed, ApprovalWithdrawn}
+
 // RecordApproval is the type of the audit records about an approval request itself, apart from
-// its decision (an operator record): one says that the channel could not deliver the request.
+// its decision (an operator record): one says that the channel could not deliver the request,
+// one that the call was withdrawn.
 const RecordApproval = "approval"
 
 // Approval is a request for an operator to approve one exact call (SPEC.md §9): everything a
@@ -57,6 +64,11 @@ type Approval struct {
 	DecidedBy      string    `json:"decided_by,omitempty"`
 	DecisionReason string    `json:"decision_reason,omitempty"`
 	Decided        time.Time `json:"decided,omitzero"`
+	// Withdrawn and WithdrawReason say when and why the call stopped waiting (State withdrawn):
+	// its caller cancelled it, closed its connection or its session, or the gateway stopped;
+	// the reason also says what became of the call. Principal and Session say whose call it was.
+	Withdrawn      time.Time `json:"withdrawn,omitzero"`
+	WithdrawReason string    `json:"withdraw_reason,omitempty"`
 }
 
 // UnmarshalJSON reads a request stored with snake_case names or with the Go names of before.
@@ -66,12 +78,14 @@ func (a *Approval) UnmarshalJSON(b []byte) error {
 		*approval
 		OldDecidedBy      string `json:"DecidedBy"`
 		OldDecisionReason string `json:"DecisionReason"`
+		OldWithdrawReason string `json:"WithdrawReason"`
 	}{approval: (*approval)(a)}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
 	a.DecidedBy = cmp.Or(a.DecidedBy, v.OldDecidedBy)
 	a.DecisionReason = cmp.Or(a.DecisionReason, v.OldDecisionReason)
+	a.WithdrawReason = cmp.Or(a.WithdrawReason, v.OldWithdrawReason)
 	return nil
 }
 
@@ -85,8 +99,14 @@ type ApprovalStore interface {
 	// ListApprovals returns the requests in a state ("" for all), oldest first.
 	ListApprovals(state string) ([]Approval, error)
 	// DecideApproval approves or denies a pending, unexpired request. Otherwise it fails with
-	// ErrNotFound, ErrAlreadyDecided or ErrExpired, wrapped with the id and current state.
+	// ErrNotFound, ErrAlreadyDecided, ErrExpired or ErrWithdrawn, wrapped with the id and what
+	// became of the request.
 	DecideApproval(id, state, by, reason string, now time.Time) (Approval, error)
+	// WithdrawApproval records that the call of a request stopped waiting, and why, so that it
+	// can no longer be answered: a pending request, or an approved one whose call has not run
+	// (the approval landed as the caller left). A request that expired, was denied, used or
+	// withdrawn is left as it is, with ErrExpired, ErrAlreadyDecided or ErrWithdrawn.
+	WithdrawApproval(id, reason string, now time.Time) (Approval, error)
 	// ConsumeApproval moves an approved request to used and returns it, exactly once; then
 	// ErrAlreadyUsed, or ErrNotApproved for any other state.
 	ConsumeApproval(id string) (Approval, error)
@@ -197,6 +217,8 @@ func (s *Store) DecideApproval(id, state, by, reason string, now time.Time) (App
 		case ApprovalPending:
 		case ApprovalExpired:
 			return fmt.Errorf("approval %s expired at %s: %w", id, cur.Expires.Format(time.RFC3339), ErrExpired)
+		case ApprovalWithdrawn:
+			return withdrawnError(cur)
 		default:
 			by := ""
 			if cur.DecidedBy != "" {
@@ -207,6 +229,29 @@ func (s *Store) DecideApproval(id, state, by, reason string, now time.Time) (App
 		cur.State, cur.DecidedBy, cur.DecisionReason, cur.Decided = state, by, reason, now.UTC()
 		return nil
 	})
+}
+
+// WithdrawApproval implements [ApprovalStore].
+func (s *Store) WithdrawApproval(id, reason string, now time.Time) (Approval, error) {
+	return s.modifyApproval(id, func(cur *Approval) error {
+		switch cur.effective(now).State {
+		case ApprovalPending, ApprovalApproved:
+		case ApprovalExpired:
+			return fmt.Errorf("approval %s expired at %s: %w", id, cur.Expires.Format(time.RFC3339), ErrExpired)
+		case ApprovalWithdrawn:
+			return withdrawnError(cur)
+		default:
+			return fmt.Errorf("approval %s is already %s: %w", id, cur.State, ErrAlreadyDecided)
+		}
+		cur.State, cur.Withdrawn, cur.WithdrawReason = ApprovalWithdrawn, now.UTC(), reason
+		return nil
+	})
+}
+
+// withdrawnError is the answer to an operator who answers a withdrawn request.
+func withdrawnError(a *Approval) error {
+	return fmt.Errorf("approval %s cannot be answered: the call was %w at %s: %s",
+		a.ID, ErrWithdrawn, a.Withdrawn.Format(time.RFC3339), a.WithdrawReason)
 }
 
 // ConsumeApproval implements [ApprovalStore].

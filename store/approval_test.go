@@ -190,3 +190,102 @@ func TestApprovalKeepsEveryField(t *testing.T) {
 		t.Errorf("answered request = %s", shown)
 	}
 }
+
+// A withdrawn request is out of the pending list and cannot be answered or used; an approval
+// that landed as its caller left is withdrawn too, before it runs.
+func TestWithdrawnApprovalCannotBeAnswered(t *testing.T) {
+	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	s := openStore(t, t.TempDir(), Options{Now: func() time.Time { return now }})
+	for _, id := range []string{"w1", "w2", "w3", "w4"} {
+		if err := s.PutApproval(pendingApproval(id, now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := now.Add(3 * time.Second)
+	got, err := s.WithdrawApproval("w1", "the caller cancelled it; nothing was run", at)
+	if err != nil || got.State != ApprovalWithdrawn || !got.Withdrawn.Equal(at) || got.WithdrawReason != "the caller cancelled it; nothing was run" {
+		t.Fatalf("WithdrawApproval = %+v, %v", got, err)
+	}
+	for _, state := range []string{ApprovalApproved, ApprovalDenied} {
+		_, err := s.DecideApproval("w1", state, "alice", "late", at.Add(time.Second))
+		if !errors.Is(err, ErrWithdrawn) {
+			t.Fatalf("%s on a withdrawn request: %v, want ErrWithdrawn", state, err)
+		}
+		for _, want := range []string{"w1", "withdrawn at 2025-03-01T12:00:03Z: the caller cancelled it; nothing was run"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s on a withdrawn request: %q does not say %q", state, err, want)
+			}
+		}
+	}
+	if _, err := s.ConsumeApproval("w1"); !errors.Is(err, ErrNotApproved) {
+		t.Errorf("consuming a withdrawn request: %v, want ErrNotApproved", err)
+	}
+	if _, err := s.WithdrawApproval("w1", "again", at); !errors.Is(err, ErrWithdrawn) {
+		t.Errorf("withdrawing twice: %v, want ErrWithdrawn", err)
+	}
+
+	// Approved but not run yet: withdrawn, and the approval cannot be used any more.
+	if _, err := s.DecideApproval("w2", ApprovalApproved, "alice", "ok", now); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.WithdrawApproval("w2", "the caller's session ended", at); err != nil || got.DecidedBy != "alice" {
+		t.Fatalf("withdrawing an approved request: %+v, %v", got, err)
+	}
+	if _, err := s.ConsumeApproval("w2"); !errors.Is(err, ErrNotApproved) {
+		t.Errorf("consuming a withdrawn approval: %v, want ErrNotApproved", err)
+	}
+
+	// Used, denied and expired requests keep what became of them.
+	if _, err := s.DecideApproval("w3", ApprovalApproved, "alice", "ok", now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ConsumeApproval("w3"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WithdrawApproval("w3", "late", at); !errors.Is(err, ErrAlreadyDecided) {
+		t.Errorf("withdrawing a used request: %v, want ErrAlreadyDecided", err)
+	}
+	if _, err := s.WithdrawApproval("w4", "late", now.Add(time.Hour)); !errors.Is(err, ErrExpired) {
+		t.Errorf("withdrawing an expired request: %v, want ErrExpired", err)
+	}
+	if _, err := s.WithdrawApproval("missing", "late", at); !errors.Is(err, ErrNotFound) {
+		t.Errorf("withdrawing a missing request: %v, want ErrNotFound", err)
+	}
+
+	pending, _ := s.ListApprovals(ApprovalPending)
+	withdrawn, _ := s.ListApprovals(ApprovalWithdrawn)
+	if len(pending) != 1 || pending[0].ID != "w4" || len(withdrawn) != 2 || withdrawn[0].ID != "w1" || withdrawn[1].ID != "w2" {
+		t.Errorf("pending %v, withdrawn %v", pending, withdrawn)
+	}
+	shown, _ := json.Marshal(withdrawn[0])
+	if !strings.Contains(string(shown), `"Withdrawn":"2025-03-01T12:00:03Z"`) || !strings.Contains(string(shown), `"WithdrawReason":"the caller cancelled it; nothing was run"`) {
+		t.Errorf("a withdrawn request shows %s", shown)
+	}
+}
+
+// However an approval and a withdrawal race, the withdrawal wins and leaves nothing to run.
+func TestWithdrawalRacingApprovalLeavesNothingToRun(t *testing.T) {
+	now := time.Now()
+	s := openStore(t, t.TempDir(), Options{})
+	for round := range 20 {
+		id := fmt.Sprintf("race-%d", round)
+		if err := s.PutApproval(pendingApproval(id, now)); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if _, err := s.DecideApproval(id, ApprovalApproved, "alice", "ok", now); err != nil && !errors.Is(err, ErrWithdrawn) {
+				t.Errorf("round %d: approve: %v", round, err)
+			}
+		})
+		wg.Go(func() {
+			if _, err := s.WithdrawApproval(id, "the caller cancelled it", now); err != nil {
+				t.Errorf("round %d: withdraw: %v", round, err)
+			}
+		})
+		wg.Wait()
+		if _, err := s.ConsumeApproval(id); err == nil {
+			t.Fatalf("round %d: a withdrawn call's approval was used", round)
+		}
+	}
+}

@@ -57,6 +57,9 @@ var (
 	ErrAlreadyDecided = errors.New("already decided")
 	// ErrExpired: the approval request passed its expiry before it was decided.
 	ErrExpired = errors.New("expired")
+	// ErrWithdrawn: the approval's call stopped waiting before it ran (its caller cancelled it or
+	// went away, or the gateway stopped); nothing was run, and it can no longer be answered.
+	ErrWithdrawn = errors.New("withdrawn")
 	// ErrNotApproved: the approval cannot be consumed because it is not approved.
 	ErrNotApproved = errors.New("not approved")
 	// ErrAlreadyUsed: the approval was already consumed by the call it approved.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcp-gateway/mcp-gateway/agent"
 	"github.com/mcp-gateway/mcp-gateway/agent/model"
+	"github.com/mcp-gateway/mcp-gateway/console"
 	"github.com/mcp-gateway/mcp-gateway/gateway"
 	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
 )
@@ -138,6 +139,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if ln != nil {
+		g.MountConsole(console.New(g, console.Options{Credentials: creds, Config: cfg, Logger: logger}))
 		stop := serveOperators(g, ln, creds, logger)
 		defer stop() // first: the admin API stops before the upstreams and the state file
 		list := []string{"approvals", "list"}

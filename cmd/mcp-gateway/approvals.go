@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,11 +21,12 @@ import (
 // runApprovals lists pending approval requests and answers them. Answers go through the running
 // gateway, whose call is waiting; a request of a gateway that stopped has no call left to run.
 func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("approvals", `approvals list|approve ID|deny ID [--reason "…"] [--operator NAME] [-c FILE] [--all] [-o table|json|jsonl] [--addr HOST:PORT] [--token TOKEN]`, stdout, stderr)
+	fs := newFlags("approvals", `approvals list|approve ID|deny ID [--reason "…"] [--operator NAME] [-c FILE] [--state STATE|--all] [-o table|json|jsonl] [--addr HOST:PORT] [--token TOKEN]`, stdout, stderr)
 	o := addOpsFlags(fs)
 	reason := fs.String("reason", "", "why, for the audit log (and, on deny, told to the caller)")
 	operator := fs.String("operator", defaultOperator(), "who answers, for the audit log")
-	all := fs.Bool("all", false, "list: every request, not only pending ones")
+	state := fs.String("state", store.ApprovalPending, "list: the requests in this state: all, "+strings.Join(store.ApprovalStates, ", "))
+	all := fs.Bool("all", false, "list: every request, as --state all")
 	fs.addOutput()
 	pos, err := fs.parse(args)
 	if err != nil {
@@ -33,6 +35,12 @@ func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if len(pos) == 0 || (pos[0] == "list" && len(pos) != 1) || (pos[0] != "list" && len(pos) != 2) ||
 		(pos[0] != "list" && pos[0] != "approve" && pos[0] != "deny") {
 		return fs.usageError("approvals needs list, approve ID or deny ID")
+	}
+	if *all {
+		*state = "all"
+	}
+	if *state != "all" && !slices.Contains(store.ApprovalStates, *state) {
+		return fs.usageError("no state %q%s; --state is all or one of %s", *state, didYouMean(*state, store.ApprovalStates), strings.Join(store.ApprovalStates, ", "))
 	}
 	cfg, err := fs.loadConfig()
 	if err != nil {
@@ -57,17 +65,13 @@ func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if pos[0] == "list" {
 		var list []store.Approval
 		if acc.api != nil {
-			q := ""
-			if *all {
-				q = "?state=all"
-			}
-			err = acc.api.getJSON(ctx, "/admin/approvals"+q, &list)
+			err = acc.api.getJSON(ctx, "/admin/approvals?state="+url.QueryEscape(*state), &list)
 		} else {
-			state := store.ApprovalPending
-			if *all {
-				state = ""
+			in := *state
+			if in == "all" {
+				in = ""
 			}
-			list, err = acc.st.ListApprovals(state)
+			list, err = acc.st.ListApprovals(in)
 			fmt.Fprintln(stderr, "note: no gateway is running, so no call is waiting on these requests")
 		}
 		if err != nil {
@@ -89,7 +93,11 @@ func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	err = acc.api.doJSON(ctx, http.MethodPost, "/admin/approvals/"+url.PathEscape(id)+"/"+pos[0],
 		gateway.DecisionRequest{Reason: *reason, Operator: strings.TrimSpace(*operator)}, &got)
 	if err != nil {
-		fmt.Fprintf(stderr, "approval %s: %v%s\n", id, err, approvalHint(ctx, acc.api, id, err))
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "approval "+id) {
+			msg = fmt.Sprintf("approval %s: %s", id, msg)
+		}
+		fmt.Fprintf(stderr, "%s%s\n", msg, approvalHint(ctx, acc.api, id, err))
 		return exitError{1}
 	}
 	if format != formatTable {
@@ -104,14 +112,20 @@ func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 // printApprovals prints one row per request with what a person needs to decide; the arguments
-// are shown as the audit keeps them (redacted), on one line and cut. -o json has them whole.
+// are shown as the audit keeps them (redacted), on one line and cut. -o json has them whole. A
+// listing with answered, expired or withdrawn requests says what became of each (OUTCOME).
 func printApprovals(w io.Writer, list []store.Approval, now time.Time) {
 	if len(list) == 0 {
 		fmt.Fprintln(w, "no approval requests")
 		return
 	}
+	outcomes := slices.ContainsFunc(list, func(a store.Approval) bool { return a.State != store.ApprovalPending })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tEXPIRES IN\tPRINCIPAL\tSESSION\tSERVER\tTOOL\tRULE\tREASON\tARGUMENTS")
+	header := "ID\tSTATE\tEXPIRES IN\tPRINCIPAL\tSESSION\tSERVER\tTOOL\tRULE\tREASON\t"
+	if outcomes {
+		header += "OUTCOME\t"
+	}
+	fmt.Fprintln(tw, header+"ARGUMENTS")
 	for _, a := range list {
 		left := "-"
 		if a.State == store.ApprovalPending {
@@ -122,8 +136,34 @@ func printApprovals(w io.Writer, list []store.Approval, now time.Time) {
 		if json.Compact(&compact, a.Args) == nil {
 			args = compact.String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.State, left, oneLine(a.Principal, 40), oneLine(a.Session, 40),
-			oneLine(a.Server, 40), a.Tool, a.Rule, oneLine(a.Reason, 40), oneLine(args, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t", a.ID, a.State, left, oneLine(a.Principal, 40), oneLine(a.Session, 40),
+			oneLine(a.Server, 40), a.Tool, a.Rule, oneLine(a.Reason, 40))
+		if outcomes {
+			fmt.Fprintf(tw, "%s\t", oneLine(outcome(a), 100))
+		}
+		fmt.Fprintln(tw, oneLine(args, 60))
 	}
 	tw.Flush()
+}
+
+// outcome says what became of a request: who answered and why, or when and why its call was
+// withdrawn.
+func outcome(a store.Approval) string {
+	switch {
+	case a.State == store.ApprovalWithdrawn:
+		return a.Withdrawn.Local().Format(time.DateTime) + ": " + a.WithdrawReason
+	case a.DecidedBy != "":
+		verb := "denied"
+		if a.State != store.ApprovalDenied {
+			verb = "approved" // approved or used
+		}
+		s := verb + " by " + a.DecidedBy
+		if a.DecisionReason != "" {
+			s += ": " + a.DecisionReason
+		}
+		return s
+	case a.State == store.ApprovalExpired:
+		return "nobody answered"
+	}
+	return "-"
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/console"
 	"github.com/mcp-gateway/mcp-gateway/gateway"
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
@@ -114,6 +115,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		// Bounded per request and per connection, but with no ReadTimeout or WriteTimeout: an
 		// MCP stream stays open as long as its session and a call may run for minutes.
 		var limited net.Listener
+		g.MountConsole(console.New(g, console.Options{Credentials: creds, Config: cfg, Logger: logger}))
 		srv, limited = g.NewHTTPServer(ln, creds)
 		go func() { errc <- srv.Serve(limited) }()
 		url := "http://" + ln.Addr().String() + "/mcp"
@@ -122,8 +124,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			fmt.Fprintf(stderr, "\nmcp-gateway is serving %d tools at %s\n"+
 				"  Connect any MCP client with the streamable HTTP transport to that URL, for example the MCP Inspector:\n"+
 				"    npx @modelcontextprotocol/inspector  (Transport: Streamable HTTP, URL: %s)\n"+
-				"  Health: http://%s/healthz  Readiness: http://%s/readyz\n  Stop with Ctrl-C.\n\n",
-				len(g.Catalog().Tools()), url, url, ln.Addr(), ln.Addr())
+				"  Operator console: http://%s/console  Health: http://%s/healthz  Readiness: http://%s/readyz\n  Stop with Ctrl-C.\n\n",
+				len(g.Catalog().Tools()), url, url, ln.Addr(), ln.Addr(), ln.Addr())
 		}
 	}
 	if *stdio {

@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// haltReloadConfig: robot is physical; {{robot}} and {{extra}} let a test rename it, make it
+// non-physical or add a physical server.
+const haltReloadConfig = `
+gateway:
+  listen: "{{listen}}"
+  lockout_scope: server
+servers:
+  - name: {{robot}}
+    command: "{{sim}}"
+    args: ["-name", "{{marker}}-robot", "-record", "{{dir}}/robot.jsonl"]
+{{physical}}
+{{extra}}
+`
+
+func haltReloadYAML(t *testing.T, cfg, robot, physical, extra string) string {
+	text := readFile(t, cfg+".tmpl")
+	if physical == "true" {
+		physical = "    physical: true\n    tools:\n      overrides:\n        stop: {stop: true}"
+	} else {
+		physical = "    physical: false"
+	}
+	return strings.NewReplacer("{{robot}}", robot, "{{physical}}", physical, "{{extra}}", extra).Replace(text)
+}
+
+// TestAConfigChangeNeverEndsAHalt: only an unlock ends a halt. A reload that would rename the
+// halted server or make it non-physical is refused and the robot stays halted; a restart with
+// such a config does not start; a physical server added while halted is halted too; after an
+// unlock on the state file, the changed config starts.
+func TestAConfigChangeNeverEndsAHalt(t *testing.T) {
+	tmpl, addr := writeConfig(t, haltReloadConfig)
+	cfg := tmpl
+	if err := os.Rename(tmpl, tmpl+".tmpl"); err != nil {
+		t.Fatal(err)
+	}
+	write := func(robot, physical, extra string) {
+		t.Helper()
+		if err := writeFile(cfg, haltReloadYAML(t, cfg, robot, physical, extra)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("robot", "true", "")
+	gw := startGateway(t, cfg, addr)
+	cliOK(t, "halt", "--reason", "a person is in the cell", "--operator", "alice", "-c", cfg)
+	cs := connectHTTP(t, addr, nil)
+
+	hup := func(want string) {
+		t.Helper()
+		before := strings.Count(gw.stderr.String(), want)
+		if err := gw.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 20*time.Second, "the reload's outcome in the log: "+want, func() bool {
+			return strings.Count(gw.stderr.String(), want) > before
+		})
+	}
+	for _, change := range []struct{ name, robot, physical string }{
+		{"non-physical", "robot", "false"},
+		{"renamed", "arm", "true"},
+	} {
+		write(change.robot, change.physical, "")
+		hup("without an operator's unlock")
+		assertHalted(t, cs, "alice")
+	}
+
+	// A physical server added while halted is halted too.
+	write("robot", "true", `  - name: arm
+    command: "`+simRobotBin+`"
+    args: ["-name", "`+marker(t)+`-arm"]
+    physical: true`)
+	hup("are halted too")
+	if res, env := call(t, cs, "arm__navigate_to", map[string]any{"target": "table"}); !res.IsError || !strings.Contains(mustJSON(env), "halted") {
+		t.Errorf("a physical server added while halted moved: %s", mustJSON(res))
+	}
+	gw.stop(t)
+
+	// A restart with the halted server renamed does not start, and says how to go on.
+	write("cell", "true", "")
+	_, errOut, code := cli(t, "serve", "-c", cfg)
+	if code == 0 || !strings.Contains(errOut, "server robot is halted by alice") || !strings.Contains(errOut, "unlock robot") {
+		t.Fatalf("serve with the halted server renamed: exit %d\n%s", code, errOut)
+	}
+	if rec, _ := os.ReadFile(cfgDir(cfg) + "/robot.jsonl"); strings.Contains(string(rec), `"navigate_to"`) {
+		t.Errorf("the robot moved")
+	}
+	cliOK(t, "unlock", "robot", "--reason", "the cell is clear", "-c", cfg)
+	cliOK(t, "unlock", "arm", "--reason", "the cell is clear", "-c", cfg)
+	startGateway(t, cfg, addr)
+}

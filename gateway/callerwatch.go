@@ -1,0 +1,118 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"net/http"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// A client that goes away cancels its calls: a call held for approval is withdrawn and never
+// runs (governor.Approvals), any other is told to stop, as on notifications/cancelled.
+// The SDK ends a call's context on notifications/cancelled and, for MCP 2026-07-28, when the
+// POST that carries it ends (PropagateRequestCancellation). For the older revisions it does
+// neither when a session is deleted (the SDK's DELETE waits for the session's calls to return,
+// so a call held for approval would hold the DELETE and then run for nobody) nor when the
+// stream of a POST closes (the gateway keeps no event store, so nothing can resume it).
+// callerWatch ends those calls' contexts itself: a DELETE cancels every call of its session
+// before the SDK closes it, and a POST that ends before its calls answered cancels them. The
+// cause says which (context.Cause), for the call's audit record and a withdrawn approval.
+type callerWatch struct {
+	mu       sync.Mutex
+	posts    map[string]context.Context           // token → a POST's context
+	sessions map[string]map[*watchedCall]struct{} // session id → its calls in flight
+}
+
+type watchedCall struct{ cancel context.CancelCauseFunc }
+
+// The causes callerWatch cancels calls with.
+var (
+	errSessionDeleted = errors.New("the caller ended its session")
+	errStreamClosed   = errors.New("the caller closed the connection of its request")
+)
+
+// postTokenHeader carries a POST's token from watch to enter, through the SDK, which hands a
+// handler the request's header (RequestExtra.Header). watch sets it on every POST, so a client
+// cannot choose its own.
+const postTokenHeader = "Mcp-Gateway-Post"
+
+// watch wraps the SDK's handlers.
+func (w *callerWatch) watch(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		r.Header.Del(postTokenHeader)
+		switch r.Method {
+		case http.MethodDelete:
+			if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+				w.endSession(id)
+			}
+		case http.MethodPost:
+			token := rand.Text()
+			r.Header.Set(postTokenHeader, token)
+			w.mu.Lock()
+			if w.posts == nil {
+				w.posts = map[string]context.Context{}
+			}
+			w.posts[token] = r.Context()
+			w.mu.Unlock()
+			defer func() {
+				w.mu.Lock()
+				delete(w.posts, token)
+				w.mu.Unlock()
+			}()
+		}
+		next.ServeHTTP(rw, r)
+	})
+}
+
+// enter ties the context of a call to its caller's POST and session, when watch saw them
+// (a call over HTTP), and returns it, with the function to call when the call returns.
+func (w *callerWatch) enter(ctx context.Context, req *mcp.CallToolRequest) (context.Context, func()) {
+	if req.Extra == nil || req.Extra.Header == nil {
+		return ctx, func() {}
+	}
+	id := ""
+	if req.Session != nil {
+		id = req.Session.ID()
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	call := &watchedCall{cancel: cancel}
+	unhook := func() bool { return false }
+	w.mu.Lock()
+	if post, ok := w.posts[req.Extra.Header.Get(postTokenHeader)]; ok {
+		unhook = context.AfterFunc(post, func() { cancel(errStreamClosed) })
+	}
+	if id != "" {
+		if w.sessions == nil {
+			w.sessions = map[string]map[*watchedCall]struct{}{}
+		}
+		if w.sessions[id] == nil {
+			w.sessions[id] = map[*watchedCall]struct{}{}
+		}
+		w.sessions[id][call] = struct{}{}
+	}
+	w.mu.Unlock()
+	return ctx, func() {
+		unhook()
+		if id != "" {
+			w.mu.Lock()
+			delete(w.sessions[id], call)
+			if len(w.sessions[id]) == 0 {
+				delete(w.sessions, id)
+			}
+			w.mu.Unlock()
+		}
+		cancel(nil)
+	}
+}
+
+// endSession cancels the calls in flight of session id.
+func (w *callerWatch) endSession(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for call := range w.sessions[id] {
+		call.cancel(errSessionDeleted)
+	}
+}

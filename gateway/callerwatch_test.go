@@ -1,0 +1,106 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// watchedServer serves a tool, hold, that waits until its context ends and reports the cause,
+// behind the SDK's stateful handler wrapped by a callerWatch.
+func watchedServer(t *testing.T) (url string, started chan struct{}, causes chan error) {
+	t.Helper()
+	var w callerWatch
+	started, causes = make(chan struct{}, 1), make(chan error, 1)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "watched", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "hold"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		ctx, left := w.enter(ctx, req)
+		defer left()
+		started <- struct{}{}
+		select {
+		case <-ctx.Done():
+			causes <- context.Cause(ctx)
+		case <-time.After(20 * time.Second):
+			causes <- nil
+		}
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	ts := httptest.NewServer(w.watch(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)))
+	t.Cleanup(ts.Close)
+	return ts.URL, started, causes
+}
+
+func connectAt(t *testing.T, url, version string) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "client", Version: "1"}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// The SDK neither cancels the calls of a deleted session (its DELETE waits for them) nor those
+// of a POST whose stream closed; callerWatch does, with a cause that says which.
+func TestCallerWatchCancelsTheCallsOfAClientThatLeft(t *testing.T) {
+	t.Run("session deleted", func(t *testing.T) {
+		url, started, causes := watchedServer(t)
+		cs := connectAt(t, url, "2025-11-25")
+		go func() { _, _ = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "hold"}) }()
+		<-started
+		req, _ := http.NewRequest(http.MethodDelete, url, nil)
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		deleted := make(chan error, 1)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			deleted <- err
+		}()
+		if cause := <-causes; !errors.Is(cause, errSessionDeleted) {
+			t.Errorf("the call of a deleted session ended with %v", cause)
+		}
+		select {
+		case err := <-deleted:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("the DELETE still waits for the session's call")
+		}
+	})
+
+	t.Run("stream closed", func(t *testing.T) {
+		url, started, causes := watchedServer(t)
+		cs := connectAt(t, url, "2025-11-25")
+		defer cs.Close()
+		body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"hold","arguments":{}}}`
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		req.Header.Set(postTokenHeader, "a token of the client's choosing")
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+			if err == nil {
+				resp.Body.Close()
+			}
+		}()
+		<-started
+		cancel() // the client drops the POST's stream
+		if cause := <-causes; !errors.Is(cause, errStreamClosed) {
+			t.Errorf("the call of a closed stream ended with %v", cause)
+		}
+	})
+}

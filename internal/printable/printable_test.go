@@ -1,0 +1,21 @@
+package printable
+
+import "testing"
+
+func TestText(t *testing.T) {
+	for in, want := range map[string]string{
+		"a person is in the cell":   "a person is in the cell",
+		"grüße, 机器人":                "grüße, 机器人",
+		"esc \x1b[31mRED\x1b[0m":    `esc \x1b[31mRED\x1b[0m`,
+		"line\nLOCKOUTS\n  robot":  `line\nLOCKOUTS\n  robot`,
+		"tab\there\r":               `tab\there\r`,
+		"del\x7f c1\u0085 bad\xff!": `del\x7f c1\u0085 bad` + "\uFFFD!",
+	} {
+		if got := Text(in); got != want {
+			t.Errorf("Text(%q) = %q, want %q", in, got, want)
+		}
+		if Clean(in) != (in == want) {
+			t.Errorf("Clean(%q) = %v", in, Clean(in))
+		}
+	}
+}
