@@ -258,7 +258,7 @@ func TestWithdrawnApprovalCannotBeAnswered(t *testing.T) {
 		t.Errorf("pending %v, withdrawn %v", pending, withdrawn)
 	}
 	shown, _ := json.Marshal(withdrawn[0])
-	if !strings.Contains(string(shown), `"Withdrawn":"2025-03-01T12:00:03Z"`) || !strings.Contains(string(shown), `"WithdrawReason":"the caller cancelled it; nothing was run"`) {
+	if !strings.Contains(string(shown), `"withdrawn":"2025-03-01T12:00:03Z"`) || !strings.Contains(string(shown), `"withdraw_reason":"the caller cancelled it; nothing was run"`) {
 		t.Errorf("a withdrawn request shows %s", shown)
 	}
 }
