@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcp-gateway/mcp-gateway/gateway"
 	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
+	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
 // runCLI runs the command line args as main does and returns what it printed and its exit code.
@@ -76,6 +77,16 @@ func TestDidYouMean(t *testing.T) {
 	if _, _, code := runCLI(t, "halt", "--reason", "make a state file", "-c", cfg, "-o", "json"); code != 0 {
 		t.Fatalf("halt on the state file: exit %d", code)
 	}
+	st, err := store.Open(filepath.Join(filepath.Dir(cfg), "state"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutPin(store.Pin{Server: "robot", Tool: "move", Digest: "d1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		args []string
 		code int
@@ -85,6 +96,8 @@ func TestDidYouMean(t *testing.T) {
 		{[]string{"unlock", "robto", "--reason", "r", "-c", cfg}, 1, `server robto is not locked out; nothing to unlock (did you mean "robot"?); locked out: arm, robot`},
 		{[]string{"lock", "robto", "--reason", "r", "-c", cfg}, 1, `did you mean "robot"?`},
 		{[]string{"pins", "accept", "robto", "-c", cfg}, 1, `has no server named "robto" (did you mean "robot"?)`},
+		{[]string{"pins", "accept", "robot/mvoe", "-c", cfg}, 1, `(did you mean "move"?)`},
+		{[]string{"-c", cfg, "status"}, 2, `-c is a flag; the command comes first`},
 		{[]string{"audit", "--type", "calls", "-c", cfg}, 2, `--type "calls" is not a record type (did you mean "call"?)`},
 		{[]string{"audit", "--kind", "unkown_tool", "-c", cfg}, 0, `"unkown_tool" is none of the gateway's failure kinds (did you mean "unknown_tool"?)`},
 		{[]string{"audit", "--server", "robto", "-c", cfg}, 0, `has no server named "robto" (did you mean "robot"?)`},

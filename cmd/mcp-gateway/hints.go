@@ -44,6 +44,35 @@ func serverHint(cfg *config.Config, server string) string {
 	return fmt.Sprintf("; %s has no server named %q%s", cfg.Path, server, didYouMean(server, serverNames(cfg)))
 }
 
+// pinHint is didYouMean for a tool of server that has no pin, among the server's pinned tools
+// (their upstream names, as `pins accept SERVER/TOOL` takes them).
+func pinHint(ctx context.Context, acc *stateAccess, server, tool string) string {
+	var names []string
+	if acc.api != nil {
+		var list []gateway.PinStatus
+		if acc.api.getJSON(ctx, "/admin/pins", &list) != nil {
+			return ""
+		}
+		for _, p := range list {
+			if p.Server == server {
+				names = append(names, p.Tool)
+			}
+		}
+	} else {
+		pins, err := acc.st.ListPins(server)
+		if err != nil {
+			return ""
+		}
+		for _, p := range pins {
+			names = append(names, p.Tool)
+		}
+	}
+	if slices.Contains(names, tool) {
+		return ""
+	}
+	return didYouMean(tool, names)
+}
+
 // approvalHint is didYouMean for an approval id the running gateway does not know, among the
 // requests it has; "" for any other error.
 func approvalHint(ctx context.Context, api *adminClient, id string, err error) string {

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/mcp-gateway/mcp-gateway/gateway"
@@ -92,6 +93,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return run(ctx, append([]string{"version"}, args[1:]...), stdout, stderr)
 	}
 	c := findCommand(args[0])
+	if c == nil && strings.HasPrefix(args[0], "-") {
+		fmt.Fprintf(stderr, "mcp-gateway: %s is a flag; the command comes first (mcp-gateway status -c FILE); run \"mcp-gateway help\" for the list\n", args[0])
+		return 2
+	}
 	if c == nil {
 		fmt.Fprintf(stderr, "mcp-gateway: unknown command %q%s; run \"mcp-gateway help\" for the list\n", args[0], didYouMean(args[0], commandNames()))
 		return 2

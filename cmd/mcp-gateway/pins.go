@@ -171,11 +171,15 @@ func acceptPins(ctx context.Context, cfg *config.Config, o *opsFlags, server, to
 	if tool != "" {
 		what += "/" + tool
 	}
+	acc, err := openState(cfg, o, false)
 	nothing := func(err error) error {
-		fmt.Fprintf(stderr, "nothing to accept for %s: %v%s\n", what, err, serverHint(cfg, server))
+		hint := serverHint(cfg, server)
+		if hint == "" && tool != "" && acc != nil {
+			hint = pinHint(ctx, acc, server, tool)
+		}
+		fmt.Fprintf(stderr, "nothing to accept for %s: %v%s\n", what, err, hint)
 		return exitError{1}
 	}
-	acc, err := openState(cfg, o, false)
 	if errors.Is(err, errNoStateFile) {
 		return nothing(err)
 	}
