@@ -66,7 +66,6 @@ func (g *Gateway) toolCounts(server string) ToolCounts {
 	return ToolCounts{}
 }
 
-
 // Readiness is the body of /readyz. Ready means the gateway serves: every upstream is up and
 // has listed its tools, and the state file takes writes. A lockout or a halt does not make it
 // unready (a load balancer must not take away the gateway through which an operator inspects
