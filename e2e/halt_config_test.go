@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -95,4 +96,74 @@ func TestAConfigChangeNeverEndsAHalt(t *testing.T) {
 	cliOK(t, "unlock", "robot", "--reason", "the cell is clear", "-c", cfg)
 	cliOK(t, "unlock", "arm", "--reason", "the cell is clear", "-c", cfg)
 	startGateway(t, cfg, addr)
+}
+
+// TestHaltSendsAQuarantinedStopTool: when the robot's tool descriptions changed since they were
+// pinned, every tool is quarantined, its stop tool too, and models cannot call it; a halt still
+// sends it, since the robot must stop whatever its description says.
+func TestHaltSendsAQuarantinedStopTool(t *testing.T) {
+	cfg, addr := writeHaltConfig(t, "1s", "100ms")
+	gw := startGateway(t, cfg, addr)
+	gw.stop(t)
+	text := readFile(t, cfg)
+	if err := writeFile(cfg, strings.Replace(text, `"-brake-time"`, `"-describe-suffix", "Now faster.", "-brake-time"`, 1)); err != nil {
+		t.Fatal(err)
+	}
+	startGateway(t, cfg, addr)
+	cs := connectHTTP(t, addr, nil)
+	if res, env := call(t, cs, "robot__stop", map[string]any{}); !res.IsError || env["kind"] != "tool_definition_changed" {
+		t.Fatalf("the quarantined stop tool from a client: %s", mustJSON(res))
+	}
+	out, _ := cliOK(t, "halt", "--reason", "a person is in the cell", "-c", cfg)
+	if !strings.Contains(out, "robot__stop") || !strings.Contains(out, ": ok") {
+		t.Errorf("the halt's report:\n%s", out)
+	}
+	record := readFile(t, filepath.Join(cfgDir(cfg), "robot.jsonl"))
+	if !strings.Contains(record, `"tool":"stop"`) {
+		t.Errorf("the robot never got the halt's stop:\n%s", record)
+	}
+}
+
+// TestHaltWithdrawsHeldCalls: a physical call waiting for an operator's approval when the robot
+// is halted is withdrawn, saying so; approving it afterwards, even after the unlock, runs nothing.
+func TestHaltWithdrawsHeldCalls(t *testing.T) {
+	cfg, addr := writeHaltConfig(t, "1s", "100ms")
+	text := readFile(t, cfg)
+	if err := writeFile(cfg, text+`policies:
+  rules:
+    - {id: a-person-watches, effect: require_approval, when: 'tool == "robot__navigate_to"', reason: every drive}
+approvals:
+  use: console
+  timeout: 1m
+`); err != nil {
+		t.Fatal(err)
+	}
+	startGateway(t, cfg, addr)
+	cs := connectHTTP(t, addr, nil)
+	held := startCall(cs, "robot__navigate_to", map[string]any{"target": "table"})
+	defer held.cancel()
+	var list string
+	waitFor(t, 10*time.Second, "the approval request", func() bool {
+		list, _ = cliOK(t, "approvals", "list", "--json", "-c", cfg)
+		return strings.Contains(list, "apr-")
+	})
+	id := list[strings.Index(list, "apr-"):]
+	id = id[:strings.IndexAny(id, `"`)]
+
+	cliOK(t, "halt", "--reason", "a person is in the cell", "--operator", "alice", "-c", cfg)
+	if res, env := held.wait(t, "the held call"); !res.IsError || !strings.Contains(mustJSON(env), "alice halted the robot") {
+		t.Errorf("the held call after the halt: %s", mustJSON(res))
+	}
+	all, _ := cliOK(t, "approvals", "list", "--state", "all", "--json", "-c", cfg)
+	if !strings.Contains(all, "withdrawn") || !strings.Contains(all, "alice halted the robot") {
+		t.Errorf("the request after the halt:\n%s", all)
+	}
+	cliOK(t, "unlock", "robot", "--reason", "the cell is clear", "-c", cfg)
+	if _, errOut, code := cli(t, "approvals", "approve", id, "-c", cfg); code == 0 || !strings.Contains(errOut, "withdrawn") {
+		t.Errorf("approving the withdrawn request after the unlock: exit %d %s", code, errOut)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if strings.Contains(readFile(t, filepath.Join(cfgDir(cfg), "robot.jsonl")), `"navigate_to"`) {
+		t.Errorf("the held drive reached the robot")
+	}
 }

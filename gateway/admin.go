@@ -253,8 +253,7 @@ func (g *Gateway) adminHandler() http.Handler {
 	})
 	mux.HandleFunc("POST /admin/halt", func(w http.ResponseWriter, r *http.Request) {
 		var req HaltRequest
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil {
-			writeError(w, http.StatusBadRequest, `the body must be JSON: {"reason": "why the robot is stopped", "operator": "who"}`)
+		if !decodeBody(w, r, &req, `{"reason": "why the robot is stopped", "operator": "who"}`) {
 			return
 		}
 		rep, err := g.Halt(r.Context(), operatorOf(r, req.Operator), req.Reason)
@@ -266,8 +265,7 @@ func (g *Gateway) adminHandler() http.Handler {
 	})
 	mux.HandleFunc("POST /admin/lockouts/{server}", func(w http.ResponseWriter, r *http.Request) {
 		var req LockRequest
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil {
-			writeError(w, http.StatusBadRequest, `the body must be JSON: {"reason": "why the server is locked out", "operator": "who"}`)
+		if !decodeBody(w, r, &req, `{"reason": "why the server is locked out", "operator": "who"}`) {
 			return
 		}
 		res, err := g.Lock(r.Context(), r.PathValue("server"), operatorOf(r, req.Operator), req.Reason)
@@ -282,8 +280,7 @@ func (g *Gateway) adminHandler() http.Handler {
 	})
 	mux.HandleFunc("POST /admin/lockouts/{server}/reset", func(w http.ResponseWriter, r *http.Request) {
 		var req ResetRequest
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil {
-			writeError(w, http.StatusBadRequest, `the body must be JSON: {"reason": "what was inspected", "operator": "who"}`)
+		if !decodeBody(w, r, &req, `{"reason": "what was inspected", "operator": "who"}`) {
 			return
 		}
 		req.Operator = operatorOf(r, req.Operator)
@@ -322,8 +319,7 @@ func (g *Gateway) adminHandler() http.Handler {
 		return func(w http.ResponseWriter, r *http.Request) {
 			var req DecisionRequest
 			if r.ContentLength != 0 {
-				if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil {
-					writeError(w, http.StatusBadRequest, `the body must be JSON: {"reason": "why", "operator": "who"}`)
+				if !decodeBody(w, r, &req, `{"reason": "why", "operator": "who"}`) {
 					return
 				}
 			}
@@ -521,4 +517,33 @@ func (g *Gateway) flushForRead(ctx context.Context) error {
 		return fmt.Errorf("records still queued for the disk are not included: %w", err)
 	}
 	return nil
+}
+
+// maxAdminBody bounds the body of an admin request: a reason and a name, not a document.
+const maxAdminBody = 64 << 10
+
+// decodeBody decodes r's JSON body into v, or answers why it cannot and returns false: 413 for a
+// body over maxAdminBody, 400 naming what is wrong for one that is not JSON of the shape given.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any, shape string) bool {
+	err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAdminBody)).Decode(v)
+	var tooLarge *http.MaxBytesError
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &tooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d KiB; send %s", maxAdminBody>>10, shape))
+	case errors.Is(err, io.EOF):
+		writeError(w, http.StatusBadRequest, "the body is empty; send "+shape)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		writeError(w, http.StatusBadRequest, "the body ends before its JSON does; send "+shape)
+	case errors.As(err, &syntax):
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("the body is not JSON (%v at byte %d); send %s", syntax, syntax.Offset, shape))
+	case errors.As(err, &typ):
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("%s must be a %s, not a JSON %s; send %s", typ.Field, typ.Type, typ.Value, shape))
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("the body cannot be read as JSON (%v); send %s", err, shape))
+	}
+	return false
 }

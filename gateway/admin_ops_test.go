@@ -87,3 +87,32 @@ guardrails:
 		t.Fatal("the restart was not audited with the operator")
 	}
 }
+
+// TestAdminBodiesSayWhatIsWrong: a body that is too large, empty, not JSON or of the wrong shape
+// is refused with what is wrong and the shape to send.
+func TestAdminBodiesSayWhatIsWrong(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		code int
+		want string
+	}{
+		{`{"reason": "` + strings.Repeat("x", 70<<10) + `"}`, http.StatusRequestEntityTooLarge, "over 64 KiB"},
+		{"reason=stop", http.StatusBadRequest, "not JSON"},
+		{"", http.StatusBadRequest, "the body is empty"},
+		{`{"reason": `, http.StatusBadRequest, "ends before its JSON does"},
+		{`{"reason": 7}`, http.StatusBadRequest, "reason must be a string"},
+	} {
+		rec := httptest.NewRecorder()
+		var v struct {
+			Reason string `json:"reason"`
+		}
+		req := httptest.NewRequest(http.MethodPost, "/admin/halt", strings.NewReader(tc.body))
+		if decodeBody(rec, req, &v, `{"reason": "why"}`) {
+			t.Errorf("%.20q was accepted", tc.body)
+			continue
+		}
+		if rec.Code != tc.code || !strings.Contains(rec.Body.String(), tc.want) || !strings.Contains(rec.Body.String(), `{\"reason\": \"why\"}`) {
+			t.Errorf("%.20q: %d %s, want %d %q", tc.body, rec.Code, rec.Body, tc.code, tc.want)
+		}
+	}
+}

@@ -227,6 +227,7 @@ func (g *Gateway) buildChain(cfg *config.Config, engine *policies.Engine, sets *
 		governor.Resolve(g),
 		governor.CheckStore(st.Available),
 		governor.CheckLockout(lockouts),
+		g.inFlight.admitStep(),
 		governor.Validate(redact),
 		governor.GuardCall(sets.ToolCall, guarding),
 		governor.Policy(engine, g.policyInput, g.approvals, g.metrics.policies, g.log),

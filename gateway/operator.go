@@ -191,7 +191,10 @@ func (g *Gateway) Halt(ctx context.Context, operator, reason string) (HaltReport
 	}
 	rep.Timings.LockedMS = since(time.Now())
 
-	flights := g.inFlight.cancelPhysical(&HaltCause{Operator: operator, Reason: reason})
+	cause := &HaltCause{Operator: operator, Reason: reason}
+	flights := g.inFlight.cancelPhysical(cause)
+	// Then the calls not yet at dispatch: a call held for an approval is withdrawn.
+	g.inFlight.cancelAdmitted(cause)
 
 	cat := g.Catalog()
 	stops := make([]*stopCall, len(rep.Servers))
@@ -368,7 +371,7 @@ func (g *Gateway) callStop(t *governor.Tool, operator, reason string) *stopCall 
 	sc := &stopCall{tool: t.Public, id: g.callPrefix + strconv.FormatUint(g.callSeq.Add(1), 10), start: time.Now(), done: make(chan struct{})}
 	ctx := context.WithValue(context.Background(), dispatchKey{}, func(at time.Time) { sc.sent.Store(at.UnixNano()) })
 	c := &governor.Call{
-		ID: sc.id, Name: t.Public, Args: json.RawMessage("{}"),
+		ID: sc.id, Name: t.Public, Args: json.RawMessage("{}"), Halt: true,
 		Principal: operator, Roles: []string{config.RoleAdmin}, Start: sc.start,
 		Detail: map[string]any{"called_by": "halt", "halt_reason": reason},
 	}

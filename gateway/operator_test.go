@@ -383,7 +383,7 @@ func TestOperatorEndpoints(t *testing.T) {
 		want       string
 	}{
 		{"/admin/halt", `{"operator": "alice"}`, 400, "a reason is required"},
-		{"/admin/halt", `reason=x`, 400, "must be JSON"},
+		{"/admin/halt", `reason=x`, 400, "not JSON"},
 		{"/admin/lockouts/robt", `{"reason": "x"}`, 404, `did you mean \"robot\"`},
 		{"/admin/lockouts/cam", `{"reason": "x"}`, 400, "not a physical server"},
 		{"/admin/lockouts/robot", `{"reason": ""}`, 400, "a reason is required"},

@@ -88,6 +88,10 @@ type inFlight struct {
 
 	mu       sync.Mutex
 	physical map[*flight]struct{}
+	// admitted are the physical calls past the lockout check, before the policy step and
+	// after it: a halt cancels those that have not reached dispatch yet (held for an approval,
+	// above all) as well as those in flight.
+	admitted map[*context.CancelCauseFunc]struct{}
 }
 
 // flight is a physical call past the policy step: waiting for its server's turn, or running on
@@ -105,7 +109,7 @@ type flight struct {
 }
 
 func newInFlight(servers []string) *inFlight {
-	f := &inFlight{m: make(map[string]*atomic.Int64, len(servers)), physical: map[*flight]struct{}{}}
+	f := &inFlight{m: make(map[string]*atomic.Int64, len(servers)), physical: map[*flight]struct{}{}, admitted: map[*context.CancelCauseFunc]struct{}{}}
 	for _, s := range servers {
 		f.m[s] = new(atomic.Int64)
 	}
@@ -146,6 +150,45 @@ func (f *inFlight) step() governor.Step {
 			return fl.out
 		})
 	}
+}
+
+// admitStep registers every physical call but a stop tool's from the lockout check on, with a
+// context a halt can cancel (cancelAdmitted): a call held for an operator's approval when the
+// robot is halted is withdrawn, so that no approval given later runs it.
+func (f *inFlight) admitStep() governor.Step {
+	return func(next governor.Handler) governor.Handler {
+		return governor.HandlerFunc(func(ctx context.Context, c *governor.Call) *governor.Outcome {
+			if !c.Tool.Physical() || c.Tool.Stop {
+				return next.Handle(ctx, c)
+			}
+			ctx, cancel := context.WithCancelCause(ctx)
+			f.mu.Lock()
+			f.admitted[&cancel] = struct{}{}
+			f.mu.Unlock()
+			defer func() {
+				f.mu.Lock()
+				delete(f.admitted, &cancel)
+				f.mu.Unlock()
+				cancel(nil)
+			}()
+			return next.Handle(ctx, c)
+		})
+	}
+}
+
+// cancelAdmitted cancels, with cause, every physical call admitStep registered; it returns how
+// many.
+func (f *inFlight) cancelAdmitted(cause error) int {
+	f.mu.Lock()
+	cancels := make([]context.CancelCauseFunc, 0, len(f.admitted))
+	for c := range f.admitted {
+		cancels = append(cancels, *c)
+	}
+	f.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel(cause)
+	}
+	return len(cancels)
 }
 
 func (f *inFlight) register(ctx context.Context, c *governor.Call) (context.Context, *flight) {

@@ -14,6 +14,10 @@ import (
 type Call struct {
 	// ID identifies the call in logs and audit records; unique within the process.
 	ID string
+	// Halt marks the gateway's own call of a stop tool during a halt. It is sent even when the
+	// tool is quarantined (its definition changed, or a tool_definition guard withheld it):
+	// quarantine keeps what a model reads away from models, and the halt reads nothing of it.
+	Halt bool
 	// Name is the public tool name the caller asked for.
 	Name string
 	// Args is the arguments object as JSON ("{}" when the caller sent none).

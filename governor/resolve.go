@@ -21,7 +21,14 @@ func Resolve(r Resolver) Step {
 			}
 			c.Tool = t
 			if t.Quarantine != "" {
-				return Refuse(KindDefinitionChanged, t.Quarantine)
+				if !c.Halt || !t.Stop {
+					return Refuse(KindDefinitionChanged, t.Quarantine)
+				}
+				// A halt's stop goes out: the robot must stop whatever its description says.
+				if c.Detail == nil {
+					c.Detail = map[string]any{}
+				}
+				c.Detail["quarantined"] = t.Quarantine
 			}
 			return next.Handle(ctx, c)
 		})
