@@ -6,12 +6,21 @@ INSPECTOR_DIR := e2e/inspector
 CONFORMANCE_DIR := e2e/conformance
 STATICCHECK_VERSION := v0.8.2
 
+# What `mcp-gateway version` prints (docs/cli.md); each can be given on the command line.
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT     ?= $(shell git rev-parse HEAD 2>/dev/null)
+COMMIT_TIME ?= $(shell git show -s --format=%cI HEAD 2>/dev/null)
+MODIFIED   ?= $(shell test -z "$$(git status --porcelain 2>/dev/null)" && echo false || echo true)
+BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS    := -X github.com/mcp-gateway/mcp-gateway/gateway.Version=$(VERSION) \
+	-X main.commit=$(COMMIT) -X main.commitTime=$(COMMIT_TIME) -X main.modified=$(MODIFIED) -X main.buildDate=$(BUILD_DATE)
+
 .PHONY: all build run test unit e2e bench lint node-deps clean demo conformance conformance-deps killnine
 
 all: build
 
 build:
-	$(GO) build -o $(BIN)/mcp-gateway ./cmd/mcp-gateway
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/mcp-gateway ./cmd/mcp-gateway
 	$(GO) build -o $(BIN)/sim-robot ./cmd/sim-robot
 
 ## run: the gateway over HTTP on 127.0.0.1:8080 in front of the simulated robot.

@@ -454,7 +454,7 @@ func TestApproveAndDenyPendingCalls(t *testing.T) {
 			t.Errorf("the pending approval lacks %q", want)
 		}
 	}
-	if code, out := f.post("/console/api/approvals/ap-1/approve", map[string]string{}); code != http.StatusOK || out["detail"].(map[string]any)["State"] != "approved" {
+	if code, out := f.post("/console/api/approvals/ap-1/approve", map[string]string{}); code != http.StatusOK || out["detail"].(map[string]any)["state"] != "approved" {
 		t.Fatalf("approve: %d %v", code, out)
 	}
 	if code, out := f.post("/console/api/approvals/ap-1/deny", map[string]string{"reason": "late"}); code != http.StatusConflict {

@@ -355,11 +355,14 @@ func connectHTTPVia(t *testing.T, addr, version string, hc *http.Client) *mcp.Cl
 // every way it shows.
 func checkWithdrawn(t *testing.T, cfg, id string, whys ...string) {
 	t.Helper()
-	var got []struct{ ID, State, WithdrawReason string }
+	var got []struct {
+		ID, State      string
+		WithdrawReason string `json:"withdraw_reason"`
+	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		out, _ := cliOK(t, "approvals", "list", "--state", "withdrawn", "--json", "-c", cfg)
+		out, _ := cliOK(t, "approvals", "list", "--state", "withdrawn", "-o", "json", "-c", cfg)
 		if err := json.Unmarshal([]byte(out), &got); err != nil {
-			t.Fatalf("approvals list --json: %v\n%s", err, out)
+			t.Fatalf("approvals list -o json: %v\n%s", err, out)
 		}
 		if len(got) > 0 && got[len(got)-1].ID == id {
 			break

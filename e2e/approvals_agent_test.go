@@ -51,10 +51,11 @@ llm:
 // show it.
 const waitValue = "0.123456"
 
-// listedApproval is one entry of `approvals list --json`.
+// listedApproval is one entry of `approvals list -o json`.
 type listedApproval struct {
 	ID, Digest, Server, Tool, Principal, Session, Rule, Reason, State string
-	DecidedBy, DecisionReason                                         string
+	DecidedBy                                                         string `json:"decided_by"`
+	DecisionReason                                                    string `json:"decision_reason"`
 	Args                                                              json.RawMessage
 	Created, Expires, Decided                                         time.Time
 }

@@ -142,7 +142,7 @@ servers:
 
 	// One flipped byte in the middle record's stored JSON: verify names that record.
 	const seq = 3
-	flipByte(t, filepath.Join(stateDir, "state.db"), seq, `"Tool":"robot__navigate_to"`)
+	flipByte(t, filepath.Join(stateDir, "state.db"), seq, `"tool":"robot__navigate_to"`)
 	out, _, code := cli(t, "audit", "verify", "-c", cfg)
 	if code != 1 || !strings.HasPrefix(out, "audit log broken at record "+strconv.Itoa(seq)+": ") || !strings.Contains(out, "changed") {
 		t.Errorf("audit verify after a flipped byte in record %d: exit %d: %s", seq, code, out)

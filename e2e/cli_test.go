@@ -91,21 +91,35 @@ servers:
 	if !strings.Contains(table, "robot__pick_object") || !strings.Contains(table, "physical,evaluated") || strings.Contains(table, "robot__fault") {
 		t.Fatalf("table:\n%s", table)
 	}
-	out, err = exec.Command(gatewayBin, "tools", "-c", cfg, "--json").Output()
+	out, err = exec.Command(gatewayBin, "tools", "-c", cfg, "-o", "json").Output()
 	if err != nil {
-		t.Fatalf("tools --json: %v", err)
+		t.Fatalf("tools -o json: %v", err)
 	}
-	var defs []map[string]any
-	if err := json.Unmarshal(out, &defs); err != nil {
-		t.Fatalf("tools --json is not JSON: %v\n%s", err, out)
+	var tools []struct {
+		Public    string         `json:"public"`
+		Server    string         `json:"server"`
+		Upstream  string         `json:"upstream"`
+		Physical  bool           `json:"physical"`
+		Evaluated bool           `json:"evaluated"`
+		Def       map[string]any `json:"definition"`
 	}
-	for _, d := range defs {
-		if d["name"] == "robot__pick_object" {
-			if _, leaked := d["evaluated"]; leaked {
-				t.Fatal("gateway-only settings must not be shown")
-			}
-			return
+	if err := json.Unmarshal(out, &tools); err != nil {
+		t.Fatalf("tools -o json is not JSON: %v\n%s", err, out)
+	}
+	for _, tool := range tools {
+		if tool.Public == "robot__fault" {
+			t.Errorf("a hidden tool is listed: %s", out)
 		}
+		if tool.Public != "robot__pick_object" {
+			continue
+		}
+		if tool.Server != "robot" || tool.Upstream != "pick_object" || !tool.Physical || !tool.Evaluated || tool.Def["name"] != "robot__pick_object" || tool.Def["inputSchema"] == nil {
+			t.Errorf("robot__pick_object: %+v", tool)
+		}
+		if _, leaked := tool.Def["evaluated"]; leaked {
+			t.Fatal("gateway-only settings must not be in the definition clients see")
+		}
+		return
 	}
 	t.Fatalf("robot__pick_object missing: %s", out)
 }
@@ -171,8 +185,11 @@ servers:
 	if !strings.Contains(out, "robot__get_scene") || !strings.Contains(out, "physical,stop") || !strings.Contains(errOut, "no server was started") {
 		t.Errorf("tools against the running gateway:\n%s%s", out, errOut)
 	}
-	var defs []map[string]any
-	if err := json.Unmarshal([]byte(jsonOut), &defs); err != nil || len(defs) == 0 || defs[0]["inputSchema"] == nil {
+	var tools []struct {
+		Public string         `json:"public"`
+		Def    map[string]any `json:"definition"`
+	}
+	if err := json.Unmarshal([]byte(jsonOut), &tools); err != nil || len(tools) == 0 || tools[0].Public == "" || tools[0].Def["inputSchema"] == nil {
 		t.Errorf("tools --json against the running gateway: %v\n%s", err, jsonOut)
 	}
 

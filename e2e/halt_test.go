@@ -40,13 +40,16 @@ func writeHaltConfig(t *testing.T, travel, brake string) (cfg, addr string) {
 	return writeConfig(t, strings.NewReplacer("{{travel}}", travel, "{{brake}}", brake).Replace(haltConfig))
 }
 
-// haltStatus is what `mcp-gateway status --json` says of halts and physical calls.
+// haltStatus is what `mcp-gateway status -o json` says of halts and physical calls.
 type haltStatus struct {
-	Running  bool
+	Running  bool `json:"running"`
 	Halted   bool `json:"halted"`
 	Lockouts []struct {
-		Server, Reason, Kind, By string
-	}
+		Server string `json:"server"`
+		Reason string `json:"reason"`
+		Kind   string `json:"kind"`
+		By     string `json:"by"`
+	} `json:"lockouts"`
 	Physical []struct {
 		Server   string `json:"server"`
 		InFlight []struct {
@@ -62,7 +65,10 @@ type haltStatus struct {
 
 func haltStatusJSON(t *testing.T, cfg string) haltStatus {
 	t.Helper()
-	out, _ := cliOK(t, "status", "--json", "-c", cfg)
+	out, errOut, code := cli(t, "status", "-o", "json", "-c", cfg)
+	if code != 0 && code != statusLocked {
+		t.Fatalf("status -o json: exit %d\n%s", code, errOut)
+	}
 	var st haltStatus
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, out)
@@ -166,7 +172,7 @@ func TestHaltStopsTheRobot(t *testing.T) {
 	if !st.Halted || len(st.Lockouts) != 1 || st.Lockouts[0].Kind != "halt" || st.Lockouts[0].By != "alice" || len(st.Physical[0].InFlight) != 0 {
 		t.Errorf("status while halted: %+v", st)
 	}
-	out, _ = cliOK(t, "status", "-c", cfg)
+	out = statusCLI(t, statusLocked, "-c", cfg)
 	t.Logf("mcp-gateway status:\n%s", out)
 	if !strings.Contains(out, "HALTED") || !strings.Contains(out, "robot: halted") || !strings.Contains(out, "by operator alice") {
 		t.Errorf("status while halted:\n%s", out)
@@ -247,7 +253,7 @@ func TestHaltOnTheStateFileWhileStopped(t *testing.T) {
 	if _, errOut, code := cli(t, "halt", "-c", cfg); code != 2 || !strings.Contains(errOut, "--reason") {
 		t.Errorf("halt without --reason: exit %d\n%s", code, errOut)
 	}
-	if out, _ := cliOK(t, "status", "-c", cfg); !strings.Contains(out, "not running") || !strings.Contains(out, "HALTED") {
+	if out := statusCLI(t, statusLocked, "-c", cfg); !strings.Contains(out, "not running") || !strings.Contains(out, "HALTED") {
 		t.Errorf("status of a stopped, halted gateway:\n%s", out)
 	}
 

@@ -513,8 +513,6 @@ func robotActions(t *testing.T, path string) []robotAction {
 	return out
 }
 
-type lockoutStatus = struct{ Server, Tool, CallID, Reason string }
-
 func lockoutOf(st gatewayStatus, server string) *lockoutStatus {
 	for i := range st.Lockouts {
 		if st.Lockouts[i].Server == server {

@@ -75,7 +75,7 @@ func TestTimeoutLocksOutUntilAnOperatorUnlocks(t *testing.T) {
 			}
 
 			// The operator sees it through the running gateway's admin API.
-			out, _ := cliOK(t, "status", "-c", cfg)
+			out := statusCLI(t, statusLocked, "-c", cfg)
 			for _, want := range []string{"is running", "robot: locked", "ago by call " + callID + " of tool robot__fault", "mcp-gateway unlock"} {
 				if !strings.Contains(out, want) {
 					t.Errorf("status lacks %q:\n%s", want, out)
@@ -200,7 +200,7 @@ func TestUnlockOnTheStateFileWhileStopped(t *testing.T) {
 	cs.Close()
 	gw.stop(t)
 
-	out, _ := cliOK(t, "status", "-c", cfg)
+	out := statusCLI(t, statusLocked, "-c", cfg)
 	if !strings.Contains(out, "not running") || !strings.Contains(out, "robot: locked") || !strings.Contains(out, callID) {
 		t.Fatalf("status of a stopped gateway must show the lockout from the file:\n%s", out)
 	}
@@ -214,7 +214,7 @@ func TestUnlockOnTheStateFileWhileStopped(t *testing.T) {
 	if !strings.Contains(out, "starts fresh on the next gateway start") {
 		t.Errorf("unlock on the file:\n%s", out)
 	}
-	if out, _ := cliOK(t, "status", "-c", cfg); !strings.Contains(out, "no lockouts") {
+	if out := statusCLI(t, statusStopped, "-c", cfg); !strings.Contains(out, "no lockouts") {
 		t.Errorf("status after unlock:\n%s", out)
 	}
 	recs := auditJSONL(t, "-c", cfg)
@@ -330,7 +330,7 @@ func TestAdminAPIRequiresTokenAndReason(t *testing.T) {
 		t.Errorf("status with a wrong token: exit %d:\n%s", code, errOut)
 	}
 	out, errOut, code := cli(t, "status", "--json", "-c", cfg)
-	if code != 0 || strings.Contains(out+errOut, token) {
+	if code != statusLocked || strings.Contains(out+errOut, token) {
 		t.Errorf("status --json: exit %d, or the token was printed:\n%s%s", code, out, errOut)
 	}
 }
@@ -366,24 +366,51 @@ func cliOK(t *testing.T, args ...string) (stdout, stderr string) {
 	return stdout, stderr
 }
 
-// gatewayStatus is what `mcp-gateway status --json` prints.
-type gatewayStatus struct {
-	Running   bool
-	Upstreams []upstreamStatus
-	Lockouts  []struct {
-		Server, Tool, CallID, Reason string
+// The exit codes of `mcp-gateway status` besides 0 (docs/cli.md).
+const (
+	statusLocked  = 3 // a lockout or a halt is in force
+	statusDown    = 4 // a server is not ready
+	statusStopped = 5 // no gateway is running
+)
+
+// statusCLI runs `mcp-gateway status args...` and fails the test unless it exits with code.
+func statusCLI(t *testing.T, code int, args ...string) string {
+	t.Helper()
+	out, errOut, got := cli(t, append([]string{"status"}, args...)...)
+	if got != code {
+		t.Fatalf("mcp-gateway status %v: exit %d, want %d\n%s%s", args, got, code, out, errOut)
 	}
+	return out
+}
+
+// gatewayStatus is what `mcp-gateway status -o json` prints.
+type gatewayStatus struct {
+	Running   bool             `json:"running"`
+	Upstreams []upstreamStatus `json:"upstreams"`
+	Lockouts  []lockoutStatus  `json:"lockouts"`
 }
 
 type upstreamStatus struct {
-	Name     string
-	State    string
-	Restarts int
+	Name     string `json:"name"`
+	State    string `json:"state"`
+	Restarts int    `json:"restarts"`
 }
 
+// lockoutStatus is one lockout in force as status reports it.
+type lockoutStatus struct {
+	Server string `json:"server"`
+	Tool   string `json:"tool"`
+	CallID string `json:"call_id"`
+	Reason string `json:"reason"`
+}
+
+// statusJSON is `mcp-gateway status -o json`, whatever its exit code says of the status.
 func statusJSON(t *testing.T, cfg string) gatewayStatus {
 	t.Helper()
-	out, _ := cliOK(t, "status", "--json", "-c", cfg)
+	out, errOut, code := cli(t, "status", "-o", "json", "-c", cfg)
+	if code != 0 && code != statusLocked && code != statusDown && code != statusStopped {
+		t.Fatalf("status -o json: exit %d\n%s", code, errOut)
+	}
 	var st gatewayStatus
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, out)
@@ -400,27 +427,37 @@ func upstream(st gatewayStatus, name string) upstreamStatus {
 	return upstreamStatus{}
 }
 
-// auditRecord is one line of `mcp-gateway audit --jsonl`.
+// auditRecord is one line of `mcp-gateway audit -o jsonl`.
 type auditRecord struct {
-	Seq                               uint64
-	Type, Principal, Server, Tool     string
-	CallID, Decision, Kind, Outcome   string
-	Reason, RunID, Action, ArgsDigest string
-	Args                              json.RawMessage
-	Detail                            map[string]any
-	Prev, Hash                        string
+	Seq        uint64          `json:"seq"`
+	Type       string          `json:"type"`
+	Principal  string          `json:"principal"`
+	Server     string          `json:"server"`
+	Tool       string          `json:"tool"`
+	CallID     string          `json:"call_id"`
+	Decision   string          `json:"decision"`
+	Kind       string          `json:"kind"`
+	Outcome    string          `json:"outcome"`
+	Reason     string          `json:"reason"`
+	RunID      string          `json:"run_id"`
+	Action     string          `json:"action"`
+	ArgsDigest string          `json:"args_digest"`
+	Args       json.RawMessage `json:"args"`
+	Detail     map[string]any  `json:"detail"`
+	Prev       string          `json:"prev"`
+	Hash       string          `json:"hash"`
 }
 
-// auditJSONL exports the audit log with `mcp-gateway audit --jsonl args...`.
+// auditJSONL reads the audit log with `mcp-gateway audit -o jsonl args...`.
 func auditJSONL(t *testing.T, args ...string) []auditRecord {
 	t.Helper()
-	out, _ := cliOK(t, append([]string{"audit", "--jsonl"}, args...)...)
+	out, _ := cliOK(t, append([]string{"audit", "-o", "jsonl"}, args...)...)
 	var recs []auditRecord
 	dec := json.NewDecoder(strings.NewReader(out))
 	for dec.More() {
 		var r auditRecord
 		if err := dec.Decode(&r); err != nil {
-			t.Fatalf("audit --jsonl: %v\n%s", err, out)
+			t.Fatalf("audit -o jsonl: %v\n%s", err, out)
 		}
 		recs = append(recs, r)
 	}

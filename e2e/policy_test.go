@@ -95,6 +95,14 @@ func TestApprovalFromAnotherProcess(t *testing.T) {
 	if b, _ := os.ReadFile(record); strings.Contains(string(b), `"wait"`) {
 		t.Fatal("a call waiting for approval reached the robot")
 	}
+	// A mistyped id approves nothing and names the request it most likely meant.
+	typo := id[:len(id)-1] + "0"
+	if strings.HasSuffix(id, "0") {
+		typo = id[:len(id)-1] + "1"
+	}
+	if _, stderr, code := cli(t, "approvals", "approve", typo, "-c", cfg, "--operator", "alice"); code != 1 || !strings.Contains(stderr, `(did you mean "`+id+`"?)`) {
+		t.Errorf("approve %s (a typo of %s): exit %d\n%s", typo, id, code, stderr)
+	}
 	cliOK(t, "approvals", "approve", id, "-c", cfg, "--operator", "alice", "--reason", "cell is clear")
 	wg.Wait()
 	if env["success"] != true {

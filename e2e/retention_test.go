@@ -182,7 +182,7 @@ func TestRetentionBoundsTheStateFile(t *testing.T) {
 // its Hash removed.
 func hashOfLine(t *testing.T, line string) string {
 	t.Helper()
-	const field = `,"Hash":"`
+	const field = `,"hash":"`
 	i := strings.LastIndex(line, field)
 	if i < 0 || !strings.HasSuffix(line, `"}`) || len(line)-2-(i+len(field)) != 64 {
 		t.Fatalf("not a stored record: %.200s", line)

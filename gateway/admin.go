@@ -20,8 +20,8 @@ import (
 // Status is the gateway's state as /admin/status and `mcp-gateway status` report it.
 type Status struct {
 	Gateway   string           `json:"gateway"`
-	Version   string           `json:"version"`
-	StateFile string           `json:"state_file"`
+	Version   string           `json:"version,omitempty"`
+	StateFile string           `json:"state_file,omitempty"`
 	Upstreams []UpstreamStatus `json:"upstreams"`
 	// Lockouts are the lockouts in force, oldest first; Kind says what put each in force and
 	// By which operator.
@@ -52,7 +52,7 @@ type PhysicalStatus struct {
 type FlightStatus struct {
 	CallID     string    `json:"call_id"`
 	Tool       string    `json:"tool"`
-	Principal  string    `json:"principal"`
+	Principal  string    `json:"principal,omitempty"`
 	Session    string    `json:"session,omitempty"`
 	Stop       bool      `json:"stop,omitempty"`
 	Since      time.Time `json:"since"`
@@ -72,8 +72,8 @@ type PendingApproval struct {
 	ID        string    `json:"id"`
 	Server    string    `json:"server"`
 	Tool      string    `json:"tool"`
-	Principal string    `json:"principal"`
-	Expires   time.Time `json:"expires"`
+	Principal string    `json:"principal,omitempty"`
+	Expires   time.Time `json:"expires,omitzero"`
 }
 
 // UpstreamStatus is one upstream server's state.
@@ -357,6 +357,26 @@ func (g *Gateway) adminHandler() http.Handler {
 		err = g.opts.Store.AuditScan(f, func(rec store.Record) bool { return enc.Encode(rec) == nil })
 		if err != nil {
 			g.log.Error("reading the audit log", "error", err)
+		}
+	})
+	mux.HandleFunc("GET /admin/audit/export", func(w http.ResponseWriter, r *http.Request) {
+		f, err := ParseAuditFilter(r.URL.Query())
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		if err := g.flushForRead(r.Context()); err != nil {
+			w.Header().Set("X-Audit-Incomplete", err.Error())
+		}
+		// Each record exactly as stored, so that every line re-hashes: what `audit export` of a
+		// stopped gateway's state file writes.
+		w.Header().Set("Content-Type", "application/jsonl")
+		err = g.opts.Store.AuditExport(f, func(raw []byte) error {
+			_, err := w.Write(append(raw, '\n'))
+			return err
+		})
+		if err != nil {
+			g.log.Error("exporting the audit log", "error", err)
 		}
 	})
 	mux.HandleFunc("GET /admin/audit/verify", func(w http.ResponseWriter, r *http.Request) {

@@ -13,9 +13,9 @@ type ToolStatus struct {
 	Public   string `json:"public"`
 	Server   string `json:"server"`
 	Upstream string `json:"upstream"`
-	// Annotations are the hints as the server listed them; null when it gave none, which
+	// Annotations are the hints as the server listed them; left out when it gave none, which
 	// MCP reads as not read-only.
-	Annotations *mcp.ToolAnnotations `json:"annotations"`
+	Annotations *mcp.ToolAnnotations `json:"annotations,omitempty"`
 	Physical    bool                 `json:"physical"`
 	// Stop: the server's stop tool. AllowWhileLocked: granted, callable during a lockout (a
 	// refused allow_while_locked is false here).
@@ -25,9 +25,9 @@ type ToolStatus struct {
 	Quarantined      bool `json:"quarantined"`
 	Evaluated        bool `json:"evaluated"`
 	Passthrough      bool `json:"passthrough"`
-	// Definition is the tool as MCP clients see it in tools/list (renamed, overrides applied);
-	// null for a hidden tool, which is never listed.
-	Definition *mcp.Tool `json:"definition"`
+	// Definition is the tool as MCP clients see it in tools/list (renamed, overrides applied),
+	// with MCP's own field names; left out for a hidden tool, which is never listed.
+	Definition *mcp.Tool `json:"definition,omitempty"`
 }
 
 // ToolStatuses reports every tool the catalog resolves, hidden and quarantined ones included,

@@ -43,7 +43,7 @@ type HaltReport struct {
 	Servers []HaltedServer `json:"servers"`
 	// Cancelled are the physical calls that were in flight, oldest first.
 	Cancelled []CancelledCall `json:"cancelled"`
-	Timings   HaltTimings     `json:"timings"`
+	Timings   HaltTimings     `json:"timings,omitzero"`
 	// AuditError says why the halt's audit records are not on disk yet (they are queued and
 	// written when the state file takes writes); "" when they are.
 	AuditError string `json:"audit_error,omitempty"`
@@ -58,8 +58,10 @@ type HaltedServer struct {
 	Lockout       store.Lockout `json:"lockout"`
 	AlreadyHalted bool          `json:"already_halted,omitempty"`
 	// LockoutError says the halt is in force in memory but not yet in the state file.
-	LockoutError string     `json:"lockout_error,omitempty"`
-	Stop         StopResult `json:"stop"`
+	LockoutError string `json:"lockout_error,omitempty"`
+	// Stop is the halt's call of its stop tool; zero (left out of the JSON) for a halt on the
+	// state file of a stopped gateway, which calls none.
+	Stop StopResult `json:"stop,omitzero"`
 }
 
 // Stop statuses.
@@ -97,7 +99,7 @@ type CancelledCall struct {
 	CallID    string `json:"call_id"`
 	Server    string `json:"server"`
 	Tool      string `json:"tool"`
-	Principal string `json:"principal"`
+	Principal string `json:"principal,omitempty"`
 	Session   string `json:"session,omitempty"`
 	// RanMS is how long it had been in flight (waiting for its turn included) when cancelled.
 	RanMS   float64 `json:"ran_ms"`
@@ -112,10 +114,11 @@ type HaltTimings struct {
 	// LockedMS: every halt lockout is in force and committed (or held in memory, see
 	// LockoutError).
 	LockedMS float64 `json:"locked_ms"`
-	// StopSentMS: the last stop tool call reached dispatch; 0 without stop tools.
-	StopSentMS float64 `json:"stop_sent_ms"`
-	// LastCancelledEndedMS: the last cancelled call ended; 0 when none was cancelled.
-	LastCancelledEndedMS float64 `json:"last_cancelled_ended_ms"`
+	// StopSentMS: the last stop tool call reached dispatch; 0 (left out of the JSON) without
+	// stop tools.
+	StopSentMS float64 `json:"stop_sent_ms,omitempty"`
+	// LastCancelledEndedMS: the last cancelled call ended; 0 (left out) when none was cancelled.
+	LastCancelledEndedMS float64 `json:"last_cancelled_ended_ms,omitempty"`
 	// TookMS: the report was ready.
 	TookMS float64 `json:"took_ms"`
 }

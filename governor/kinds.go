@@ -47,6 +47,15 @@ const (
 	KindAuditUnavailable Kind = "audit_unavailable"
 )
 
+// Kinds are the failure kinds above, for messages that name them and for "did you mean". A new
+// kind goes in both places.
+var Kinds = []Kind{
+	KindUnknownTool, KindHiddenTool, KindExecutionStatusUnknown, KindInvalidArguments, KindGuardBlocked,
+	KindPolicyDenied, KindApprovalDenied, KindApprovalExpired, KindUpstreamUnavailable, KindUpstreamBusy,
+	KindUpstreamError, KindProtocolViolation, KindMissingRunID, KindDefinitionChanged, KindOneToolPerTurn,
+	KindModelRefusal, KindCancelled, KindAuditUnavailable,
+}
+
 // Outcome labels for calls that did not fail in the gateway. They appear in metrics and audit
 // records, never in envelopes.
 const (

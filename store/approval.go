@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,39 +33,60 @@ const RecordApproval = "approval"
 
 // Approval is a request for an operator to approve one exact call (SPEC.md §9): everything a
 // person needs to decide, as `approvals list`, /admin/approvals and the channels show it.
+//
+// It is stored as JSON with snake_case names; requests stored before carry the Go names and
+// decode the same (UnmarshalJSON).
 type Approval struct {
-	ID string
+	ID string `json:"id"`
 	// Digest identifies the exact call: server, upstream tool and canonical arguments, keyed
 	// like an audit record's digest (DigestArgs), so it cannot be inverted to a redacted value.
-	Digest string
+	Digest string `json:"digest"`
 	// Server is the tool's server, Tool its public name.
-	Server string
-	Tool   string
+	Server string `json:"server"`
+	Tool   string `json:"tool"`
 	// Principal and Session are who asked and in which downstream session (or agent run).
-	Principal string
-	Session   string
+	Principal string `json:"principal,omitempty"`
+	Session   string `json:"session,omitempty"`
 	// Rule is the policy rule that required the approval ("guard" for a guard that escalates),
 	// Reason its reason.
-	Rule   string
-	Reason string
+	Rule   string `json:"rule,omitempty"`
+	Reason string `json:"reason,omitempty"`
 	// Args are the arguments as the call's audit record keeps them: after the tool_call guards
 	// and audit redaction. The original arguments are never stored; Digest covers them.
-	Args    json.RawMessage
-	Created time.Time
-	Expires time.Time
+	Args    json.RawMessage `json:"args,omitempty"`
+	Created time.Time       `json:"created,omitzero"`
+	Expires time.Time       `json:"expires,omitzero"`
 	// State is one of the Approval* constants. A pending request read after Expires is reported
 	// as expired.
-	State string
+	State string `json:"state"`
 	// DecidedBy, DecisionReason and Decided are the operator's answer: who, why and when; empty
 	// while the request is pending or once it expired unanswered.
-	DecidedBy      string    `json:",omitempty"`
-	DecisionReason string    `json:",omitempty"`
-	Decided        time.Time `json:",omitzero"`
+	DecidedBy      string    `json:"decided_by,omitempty"`
+	DecisionReason string    `json:"decision_reason,omitempty"`
+	Decided        time.Time `json:"decided,omitzero"`
 	// Withdrawn and WithdrawReason say when and why the call stopped waiting (State withdrawn):
 	// its caller cancelled it, closed its connection or its session, or the gateway stopped;
 	// the reason also says what became of the call. Principal and Session say whose call it was.
-	Withdrawn      time.Time `json:",omitzero"`
-	WithdrawReason string    `json:",omitempty"`
+	Withdrawn      time.Time `json:"withdrawn,omitzero"`
+	WithdrawReason string    `json:"withdraw_reason,omitempty"`
+}
+
+// UnmarshalJSON reads a request stored with snake_case names or with the Go names of before.
+func (a *Approval) UnmarshalJSON(b []byte) error {
+	type approval Approval // without this method
+	v := struct {
+		*approval
+		OldDecidedBy      string `json:"DecidedBy"`
+		OldDecisionReason string `json:"DecisionReason"`
+		OldWithdrawReason string `json:"WithdrawReason"`
+	}{approval: (*approval)(a)}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	a.DecidedBy = cmp.Or(a.DecidedBy, v.OldDecidedBy)
+	a.DecisionReason = cmp.Or(a.DecisionReason, v.OldDecisionReason)
+	a.WithdrawReason = cmp.Or(a.WithdrawReason, v.OldWithdrawReason)
+	return nil
 }
 
 // ApprovalStore keeps approval requests. Every state change is one bbolt transaction, so only

@@ -175,7 +175,7 @@ func TestApprovalKeepsEveryField(t *testing.T) {
 		t.Fatalf("stored %+v, got %+v", want, got)
 	}
 	shown, _ := json.Marshal(got)
-	for _, key := range []string{`"DecidedBy"`, `"DecisionReason"`, `"Decided"`} {
+	for _, key := range []string{`"decided_by"`, `"decision_reason"`, `"decided"`} {
 		if strings.Contains(string(shown), key) {
 			t.Errorf("a pending request shows %s: %s", key, shown)
 		}
@@ -186,7 +186,7 @@ func TestApprovalKeepsEveryField(t *testing.T) {
 	got, _, _ = s.GetApproval(want.ID)
 	shown, _ = json.Marshal(got)
 	if got.DecidedBy != "alice" || got.DecisionReason != "someone is in the cell" || !got.Decided.Equal(now) ||
-		!strings.Contains(string(shown), `"Decided":"`) {
+		!strings.Contains(string(shown), `"decided":"`) {
 		t.Errorf("answered request = %s", shown)
 	}
 }
@@ -258,7 +258,7 @@ func TestWithdrawnApprovalCannotBeAnswered(t *testing.T) {
 		t.Errorf("pending %v, withdrawn %v", pending, withdrawn)
 	}
 	shown, _ := json.Marshal(withdrawn[0])
-	if !strings.Contains(string(shown), `"Withdrawn":"2025-03-01T12:00:03Z"`) || !strings.Contains(string(shown), `"WithdrawReason":"the caller cancelled it; nothing was run"`) {
+	if !strings.Contains(string(shown), `"withdrawn":"2025-03-01T12:00:03Z"`) || !strings.Contains(string(shown), `"withdraw_reason":"the caller cancelled it; nothing was run"`) {
 		t.Errorf("a withdrawn request shows %s", shown)
 	}
 }

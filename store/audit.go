@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -31,35 +32,61 @@ const (
 // It is stored as its JSON encoding (field order as declared, Hash last). Hash is the hex
 // SHA-256 of that encoding with Hash set to "", and Prev is the previous record's Hash, so a
 // change to any stored byte breaks the chain at that record.
+//
+// The JSON names are snake_case and a field without a value is left out. Records stored before
+// the fields had JSON names carry the Go names ("CallID", "Hash"); they are kept as they were
+// written, since their hash covers those bytes, and decode the same (UnmarshalJSON).
 type Record struct {
-	Seq       uint64
-	Time      time.Time
-	Type      string // RecordCall, RecordOperator or RecordLockout
-	Principal string
-	Session   string
-	Server    string
-	Tool      string
-	CallID    string
+	Seq       uint64    `json:"seq"`
+	Time      time.Time `json:"time"`
+	Type      string    `json:"type"` // RecordCall, RecordOperator or RecordLockout
+	Principal string    `json:"principal,omitempty"`
+	Session   string    `json:"session,omitempty"`
+	Server    string    `json:"server,omitempty"`
+	Tool      string    `json:"tool,omitempty"`
+	CallID    string    `json:"call_id,omitempty"`
 	// Args are the call's arguments after redaction; ArgsDigest is the hex SHA-256 of the
 	// original arguments. Both are computed by the caller: the store never sees raw arguments.
-	Args       json.RawMessage
-	ArgsDigest string
-	Decision   string
-	Kind       string
-	Outcome    string
-	Reason     string
-	RunID      string
-	DurationMS float64
+	Args       json.RawMessage `json:"args,omitempty"`
+	ArgsDigest string          `json:"args_digest,omitempty"`
+	Decision   string          `json:"decision,omitempty"`
+	Kind       string          `json:"kind,omitempty"`
+	Outcome    string          `json:"outcome,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
+	RunID      string          `json:"run_id,omitempty"`
+	DurationMS float64         `json:"duration_ms,omitempty"`
 	// Action names an operator action: unlock, approve, deny, pins_accept, reload, ...
-	Action string
-	Detail map[string]any `json:",omitempty"`
-	Prev   string
-	Hash   string
+	Action string         `json:"action,omitempty"`
+	Detail map[string]any `json:"detail,omitempty"`
+	Prev   string         `json:"prev,omitempty"`
+	Hash   string         `json:"hash"`
 
 	// EndsCall, when set, is the call id of a physical call's journal entry (BeginPhysical):
 	// it is removed in the transaction that writes this record, so that at every moment the
 	// call has either its journal entry or its record on disk. Not stored.
 	EndsCall string `json:"-"`
+}
+
+// UnmarshalJSON reads a record in either stored form: snake_case, or the Go field names of
+// records written before. A one-word Go name ("Seq") matches its snake_case name anyway, since
+// encoding/json matches names without regard to case; the others are read here.
+func (r *Record) UnmarshalJSON(b []byte) error {
+	type record Record // without this method
+	v := struct {
+		*record
+		OldCallID     string  `json:"CallID"`
+		OldArgsDigest string  `json:"ArgsDigest"`
+		OldRunID      string  `json:"RunID"`
+		OldDurationMS float64 `json:"DurationMS"`
+	}{record: (*record)(r)}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	r.CallID = cmp.Or(r.CallID, v.OldCallID)
+	r.ArgsDigest = cmp.Or(r.ArgsDigest, v.OldArgsDigest)
+	r.RunID = cmp.Or(r.RunID, v.OldRunID)
+	r.DurationMS = cmp.Or(r.DurationMS, v.OldDurationMS)
+	return nil
 }
 
 // AuditLog appends records to the hash-chained audit log through one group-committing writer.
@@ -469,14 +496,16 @@ func (a *auditLog) seal(r *Record) ([]byte, error) {
 	return sealJSON(canon, r), nil
 }
 
-// The stored form of a record ends with hashField, the 64 hex digits of its hash and `"}`.
+// The stored form of a record ends with hashField, the 64 hex digits of its hash and `"}`;
+// records written before the JSON names were snake_case end with oldHashField instead.
 const (
-	hashField  = `,"Hash":"`
-	hashHexLen = 2 * sha256.Size
-	hashTail   = len(`"}`)
+	hashField    = `,"hash":"`
+	oldHashField = `,"Hash":"`
+	hashHexLen   = 2 * sha256.Size
+	hashTail     = len(`"}`)
 )
 
-// sealJSON turns the encoding of a record with an empty Hash (ending `,"Hash":""}`) into the
+// sealJSON turns the encoding of a record with an empty Hash (ending `,"hash":""}`) into the
 // stored form, setting r.Hash to the SHA-256 of that encoding.
 func sealJSON(canon []byte, r *Record) []byte {
 	sum := sha256.Sum256(canon)
@@ -489,12 +518,15 @@ func sealJSON(canon []byte, r *Record) []byte {
 
 // storedHash splits a stored record into the hash it claims and the hash of its contents
 // (recomputed over the value with the claimed hash blanked). ok is false when the value does not
-// end in a hash field.
+// end in a hash field, in either form.
 func storedHash(value []byte) (claimed, actual string, ok bool) {
 	n := len(value)
 	end := n - hashTail
 	start := end - hashHexLen
-	if start-len(hashField) < 0 || string(value[end:]) != `"}` || string(value[start-len(hashField):start]) != hashField {
+	if start-len(hashField) < 0 || string(value[end:]) != `"}` {
+		return "", "", false
+	}
+	if field := string(value[start-len(hashField) : start]); field != hashField && field != oldHashField {
 		return "", "", false
 	}
 	claimed = string(value[start:end])

@@ -47,8 +47,8 @@ func (f AuditFilter) match(r *Record) bool {
 
 // VerifyError is the first break in the audit chain found by [Store.AuditVerify].
 type VerifyError struct {
-	Seq    uint64
-	Reason string
+	Seq    uint64 `json:"seq"`
+	Reason string `json:"reason"`
 }
 
 func (e *VerifyError) Error() string { return fmt.Sprintf("audit record %d: %s", e.Seq, e.Reason) }

@@ -198,12 +198,12 @@ func TestAuditVerifyFindsTheChangedRecord(t *testing.T) {
 		{"byte in the middle", flipAt(func(v []byte) int { return len(v) / 2 }), "do not match its hash"},
 		{"digit of an argument", flipAt(func(v []byte) int { return bytes.Index(v, []byte("0.31")) + 3 }), "do not match its hash"},
 		{"case of a field name (still parses the same)", func(v []byte) []byte {
-			i := bytes.Index(v, []byte(`"Server"`))
-			v[i+1] = 's'
+			i := bytes.Index(v, []byte(`"server"`))
+			v[i+1] = 'S'
 			return v
 		}, "do not match its hash"},
 		{"digit of the stored hash", flipAt(func(v []byte) int { return len(v) - 10 }), "do not match its hash"},
-		{"digit of the prev link", flipAt(func(v []byte) int { return bytes.Index(v, []byte(`"Prev":"`)) + 12 }), "do not match its hash"},
+		{"digit of the prev link", flipAt(func(v []byte) int { return bytes.Index(v, []byte(`"prev":"`)) + 12 }), "do not match its hash"},
 		{"no longer JSON", flipAt(func(v []byte) int { return 0 }), "not valid JSON"},
 		{"record deleted", func([]byte) []byte { return nil }, "missing"},
 	}

@@ -19,9 +19,10 @@ const compactTxBytes = 64 << 20
 // CompactResult is what [Compact] did.
 type CompactResult struct {
 	// Path is the state file.
-	Path string
+	Path string `json:"path"`
 	// Before and After are its sizes on disk in bytes.
-	Before, After int64
+	Before int64 `json:"before_bytes"`
+	After  int64 `json:"after_bytes"`
 }
 
 // Compact rewrites dir/state.db into a fresh file holding every bucket (meta, lockouts, audit,

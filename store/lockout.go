@@ -14,24 +14,41 @@ import (
 
 // Lockout is an active lockout of a physical server (SPEC.md §11): a call on it timed out or its
 // server died during the call, so what the robot did is unknown until an operator resets it.
+//
+// It is stored as JSON with snake_case names; lockouts stored before carry the Go names and
+// decode the same (UnmarshalJSON).
 type Lockout struct {
-	Server    string
-	Tool      string // public name of the tool whose call timed out
-	CallID    string
-	Principal string
-	Session   string
-	Reason    string
-	At        time.Time
+	Server    string    `json:"server"`
+	Tool      string    `json:"tool,omitempty"` // public name of the tool whose call timed out
+	CallID    string    `json:"call_id,omitempty"`
+	Principal string    `json:"principal,omitempty"`
+	Session   string    `json:"session,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	At        time.Time `json:"at,omitzero"`
 	// Kind says what put the lockout in force: LockoutUnknown (a call's outcome is unknown:
 	// "" in records written before kinds existed), LockoutOperator (mcp-gateway lock) or
 	// LockoutHalt (mcp-gateway halt, the emergency stop).
-	Kind string `json:",omitempty"`
+	Kind string `json:"kind,omitempty"`
 	// By is the operator who locked or halted; "" for a lockout the gateway put in force.
-	By string `json:",omitempty"`
+	By string `json:"by,omitempty"`
 	// Replaced is the lockout a halt took the place of (a halt replaces a lockout of any other
 	// kind, see [Store.ApplyLockout]), so that whoever clears the halt learns what else was
 	// wrong with the robot; nil otherwise.
-	Replaced *Lockout `json:",omitempty"`
+	Replaced *Lockout `json:"replaced,omitempty"`
+}
+
+// UnmarshalJSON reads a lockout stored with snake_case names or with the Go names of before.
+func (l *Lockout) UnmarshalJSON(b []byte) error {
+	type lockout Lockout // without this method
+	v := struct {
+		*lockout
+		OldCallID string `json:"CallID"`
+	}{lockout: (*lockout)(l)}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	l.CallID = cmp.Or(l.CallID, v.OldCallID)
+	return nil
 }
 
 // Lockout kinds.

@@ -12,21 +12,40 @@ import (
 // Pin is the accepted definition of one upstream tool (SPEC.md §5, rug-pull protection). When a
 // later discovery sees a different definition, it is kept in Pending until an operator accepts
 // it; until then the tool stays out of the catalog.
+//
+// It is stored as JSON with snake_case names; pins stored before carry the Go names and decode
+// the same (UnmarshalJSON).
 type Pin struct {
-	Server     string
-	Tool       string // the upstream's name for the tool
-	Digest     string
-	Definition json.RawMessage
-	Pinned     time.Time
+	Server     string          `json:"server"`
+	Tool       string          `json:"tool"` // the upstream's name for the tool
+	Digest     string          `json:"digest"`
+	Definition json.RawMessage `json:"definition,omitempty"`
+	Pinned     time.Time       `json:"pinned,omitzero"`
 	// Pending is the digest of a changed definition waiting for acceptance, "" if none.
-	Pending           string
-	PendingDefinition json.RawMessage
-	Changed           time.Time
+	Pending           string          `json:"pending,omitempty"`
+	PendingDefinition json.RawMessage `json:"pending_definition,omitempty"`
+	Changed           time.Time       `json:"changed,omitzero"`
 	// Annotations are the tool's annotations as the server last listed them (JSON null when it
 	// gave none), so that `mcp-gateway check` can verify allow_while_locked without starting the
 	// server. They are not part of Digest: hints change no instruction a model reads. Absent in
 	// pins stored before they were kept.
-	Annotations json.RawMessage `json:",omitempty"`
+	Annotations json.RawMessage `json:"annotations,omitempty"`
+}
+
+// UnmarshalJSON reads a pin stored with snake_case names or with the Go names of before.
+func (p *Pin) UnmarshalJSON(b []byte) error {
+	type pin Pin // without this method
+	v := struct {
+		*pin
+		OldPendingDefinition json.RawMessage `json:"PendingDefinition"`
+	}{pin: (*pin)(p)}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if len(p.PendingDefinition) == 0 {
+		p.PendingDefinition = v.OldPendingDefinition
+	}
+	return nil
 }
 
 // PinStore keeps tool pins, one nested bucket per server.

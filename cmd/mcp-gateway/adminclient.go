@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -29,25 +28,18 @@ import (
 // adminTokenVar is the environment variable the operator commands read the admin token from.
 const adminTokenVar = "MCP_GATEWAY_ADMIN_TOKEN"
 
-// opsFlags are the flags every operator command shares.
+// opsFlags are the flags every operator command shares, besides -c.
 type opsFlags struct {
-	config string
-	addr   string
-	token  string
+	addr  string
+	token string
 }
 
-func addOpsFlags(fs *flag.FlagSet) *opsFlags {
+func addOpsFlags(fs *cmdFlags) *opsFlags {
 	o := &opsFlags{}
-	fs.StringVar(&o.config, "c", "", "config file (required): gives state_dir and gateway.listen")
+	fs.addConfig(": gives state_dir and gateway.listen")
 	fs.StringVar(&o.addr, "addr", "", "`HOST:PORT` of a running gateway's admin API, when it is not gateway.listen (a gateway started with --listen)")
 	fs.StringVar(&o.token, "token", "", "admin bearer `TOKEN` (default: $"+adminTokenVar+", else the variable named by gateway.admin_token_env, else the token_env of an auth.tokens entry with role admin, else admin.token in state_dir); the environment is safer than the command line")
 	return o
-}
-
-// loadConfig loads the config named by -c. Without -c it prints the usage (exit 2); a config
-// that does not load is printed with every problem (exit 1).
-func (o *opsFlags) loadConfig(fs *flag.FlagSet, stderr io.Writer) (*config.Config, error) {
-	return loadConfig(fs, o.config, stderr)
 }
 
 // errNoStateFile: the state file does not exist, so no gateway has run with this state_dir.

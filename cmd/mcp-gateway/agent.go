@@ -18,6 +18,7 @@ import (
 	"github.com/mcp-gateway/mcp-gateway/agent/model"
 	"github.com/mcp-gateway/mcp-gateway/console"
 	"github.com/mcp-gateway/mcp-gateway/gateway"
+	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
 )
 
 // runAgent runs the built-in agent on one task over the governed catalog, in-process: the
@@ -27,21 +28,19 @@ import (
 // the listener off nobody could answer an approval, so a call that needs one is refused at once.
 // The exit code is the run's (agent.Exit).
 func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("agent", `agent -c FILE --task "…" | --task-file FILE [--transcript FILE] [--record FILE] [--listen ADDR|off]`, stderr)
-	file := fs.String("c", "", "config file (required)")
+	fs := newFlags("agent", `agent --task "…" | --task-file FILE [-c FILE] [--transcript FILE] [--record FILE] [--listen ADDR|off]`, stdout, stderr)
+	fs.addConfig("")
 	task := fs.String("task", "", "the task, in plain words")
 	taskFile := fs.String("task-file", "", "read the task from this file")
 	transcript := fs.String("transcript", "", "write the transcript as JSONL to this file")
 	record := fs.String("record", "", "record the model's answers to this file, for replay with provider mock")
 	listen := fs.String("listen", "", "serve the admin API, /metrics, /healthz and /readyz on this `ADDR` instead of gateway.listen while the run lasts; "+
 		"off serves nothing, and a call that needs an operator's approval is then refused at once")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.parseNone(args); err != nil {
 		return err
 	}
-	if *file == "" || (*task == "") == (*taskFile == "") {
-		fmt.Fprintln(stderr, "give -c and exactly one of --task and --task-file")
-		fs.Usage()
-		return exitError{2}
+	if (*task == "") == (*taskFile == "") {
+		return fs.usageError("agent needs exactly one of --task and --task-file: the task, in plain words")
 	}
 	if *taskFile != "" {
 		b, err := os.ReadFile(*taskFile)
@@ -53,16 +52,16 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("the task file %s is empty", *taskFile)
 		}
 	}
-	cfg, err := loadConfig(fs, *file, stderr)
+	cfg, err := fs.loadConfig()
 	if err != nil {
 		return err
 	}
 	if cfg.LLM.Provider == "" {
-		return fmt.Errorf("%s: llm.provider is not set; choose one of %s", *file, strings.Join(model.Providers(), ", "))
+		return fmt.Errorf("%s: llm.provider is not set; choose one of %s", cfg.Path, strings.Join(model.Providers(), ", "))
 	}
 	settings, err := agent.ModelSettings(cfg.LLM)
 	if err != nil {
-		return fmt.Errorf("%s: %w", *file, err)
+		return fmt.Errorf("%s: %w", cfg.Path, err)
 	}
 	var jsonl io.Writer
 	if *transcript != "" {
@@ -91,7 +90,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var creds []gateway.Credential
 	if addr == "" {
 		opts.NoApprover = fmt.Sprintf("this agent serves no HTTP listener (%s), so no operator can reach its admin API to answer; "+
-			"start the gateway with an HTTP listener: set gateway.listen in %s or pass --listen HOST:PORT to mcp-gateway agent", off, *file)
+			"start the gateway with an HTTP listener: set gateway.listen in %s or pass --listen HOST:PORT to mcp-gateway agent", off, cfg.Path)
 	} else {
 		if creds, err = gateway.LoadCredentials(cfg, os.LookupEnv); err != nil {
 			fmt.Fprintln(stderr, err)
@@ -107,7 +106,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	settings.OnRetry = metrics.OnRetry
 	m, err := model.New(settings)
 	if err != nil {
-		return fmt.Errorf("%s: llm: %w", *file, err)
+		return fmt.Errorf("%s: llm: %w", cfg.Path, err)
 	}
 	if *record != "" {
 		rec, err := model.NewRecorder(m, *record)
@@ -143,12 +142,12 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		g.MountConsole(console.New(g, console.Options{Credentials: creds, Config: cfg, Logger: logger}))
 		stop := serveOperators(g, ln, creds, logger)
 		defer stop() // first: the admin API stops before the upstreams and the state file
-		hint := ""
+		list := []string{"approvals", "list"}
 		if addr != cfg.Gateway.Listen {
-			hint = " --addr " + ln.Addr().String()
+			list = append(list, "--addr", ln.Addr().String())
 		}
-		fmt.Fprintf(stderr, "mcp-gateway agent: answer approvals with `mcp-gateway approvals list -c %s%s` (admin API and metrics at http://%s)\n",
-			*file, hint, ln.Addr())
+		fmt.Fprintf(stderr, "mcp-gateway agent: answer approvals with `%s` (admin API and metrics at http://%s)\n",
+			pastable.Command(list...), ln.Addr())
 	}
 
 	runID, err := newRunID()

@@ -21,38 +21,36 @@ import (
 // runApprovals lists pending approval requests and answers them. Answers go through the running
 // gateway, whose call is waiting; a request of a gateway that stopped has no call left to run.
 func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("approvals", `approvals list|approve ID|deny ID [--reason "…"] [--operator NAME] -c FILE [--state STATE|--all] [--json] [--addr HOST:PORT] [--token TOKEN]`, stderr)
+	fs := newFlags("approvals", `approvals list|approve ID|deny ID [--reason "…"] [--operator NAME] [-c FILE] [--state STATE|--all] [-o table|json|jsonl] [--addr HOST:PORT] [--token TOKEN]`, stdout, stderr)
 	o := addOpsFlags(fs)
 	reason := fs.String("reason", "", "why, for the audit log (and, on deny, told to the caller)")
 	operator := fs.String("operator", defaultOperator(), "who answers, for the audit log")
 	state := fs.String("state", store.ApprovalPending, "list: the requests in this state: all, "+strings.Join(store.ApprovalStates, ", "))
 	all := fs.Bool("all", false, "list: every request, as --state all")
-	asJSON := fs.Bool("json", false, "list: print the requests as a JSON array, every field")
-	pos, err := parseInterspersed(fs, args)
+	fs.addOutput()
+	pos, err := fs.parse(args)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 || (pos[0] == "list" && len(pos) != 1) || (pos[0] != "list" && len(pos) != 2) ||
 		(pos[0] != "list" && pos[0] != "approve" && pos[0] != "deny") {
-		fmt.Fprintln(stderr, "approvals needs list, approve ID or deny ID")
-		fs.Usage()
-		return exitError{2}
+		return fs.usageError("approvals needs list, approve ID or deny ID")
 	}
 	if *all {
 		*state = "all"
 	}
 	if *state != "all" && !slices.Contains(store.ApprovalStates, *state) {
-		fmt.Fprintf(stderr, "approvals: no state %q; --state is all or one of %s\n", *state, strings.Join(store.ApprovalStates, ", "))
-		return exitError{2}
+		return fs.usageError("no state %q%s; --state is all or one of %s", *state, didYouMean(*state, store.ApprovalStates), strings.Join(store.ApprovalStates, ", "))
 	}
-	cfg, err := o.loadConfig(fs, stderr)
+	cfg, err := fs.loadConfig()
 	if err != nil {
 		return err
 	}
+	format := fs.output()
 	acc, err := openState(cfg, o, true)
 	if errors.Is(err, errNoStateFile) {
-		if *asJSON && pos[0] == "list" {
-			fmt.Fprintln(stdout, "[]")
+		if format != formatTable && pos[0] == "list" {
+			_ = writeList[store.Approval](stdout, format, nil)
 			fmt.Fprintln(stderr, "note: no gateway has run with this state directory")
 			return nil
 		}
@@ -79,13 +77,8 @@ func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			if list == nil {
-				list = []store.Approval{}
-			}
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(list)
+		if format != formatTable {
+			return writeList(stdout, format, list)
 		}
 		printApprovals(stdout, list, time.Now())
 		return nil
@@ -100,12 +93,15 @@ func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	err = acc.api.doJSON(ctx, http.MethodPost, "/admin/approvals/"+url.PathEscape(id)+"/"+pos[0],
 		gateway.DecisionRequest{Reason: *reason, Operator: strings.TrimSpace(*operator)}, &got)
 	if err != nil {
-		if msg := err.Error(); strings.HasPrefix(msg, "approval "+id) {
-			fmt.Fprintln(stderr, msg)
-		} else {
-			fmt.Fprintf(stderr, "approval %s: %s\n", id, msg)
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "approval "+id) {
+			msg = fmt.Sprintf("approval %s: %s", id, msg)
 		}
+		fmt.Fprintf(stderr, "%s%s\n", msg, approvalHint(ctx, acc.api, id, err))
 		return exitError{1}
+	}
+	if format != formatTable {
+		return writeJSON(stdout, format, got)
 	}
 	if approve {
 		fmt.Fprintf(stdout, "approved %s: %s may now call %s once.\n", id, got.Principal, got.Tool)
@@ -116,7 +112,7 @@ func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 // printApprovals prints one row per request with what a person needs to decide; the arguments
-// are shown as the audit keeps them (redacted), on one line and cut. --json has them whole. A
+// are shown as the audit keeps them (redacted), on one line and cut. -o json has them whole. A
 // listing with answered, expired or withdrawn requests says what became of each (OUTCOME).
 func printApprovals(w io.Writer, list []store.Approval, now time.Time) {
 	if len(list) == 0 {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -24,6 +25,9 @@ import (
 // defaultTableLimit is how many records the audit table shows without --limit: the recent tail.
 const defaultTableLimit = 20
 
+// recordTypes are the values of --type.
+var recordTypes = []string{store.RecordCall, store.RecordLockout, store.RecordOperator, store.RecordApproval, store.RecordCheckpoint}
+
 func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "verify" {
 		return runAuditVerify(ctx, args[1:], stdout, stderr)
@@ -34,43 +38,44 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && args[0] == "digest" {
 		return runAuditDigest(ctx, args[1:], os.Stdin, stdout, stderr)
 	}
-	fs := newFlags("audit", "audit -c FILE [--server S] [--tool T] [--kind K] [--type T] [--since 2h|RFC3339] [--limit N] [--jsonl]\n"+
-		"       mcp-gateway audit export -c FILE [--since 2h|RFC3339] [filters] > audit.jsonl\n"+
-		"       mcp-gateway audit verify -c FILE\n"+
-		"       mcp-gateway audit digest -c FILE < arguments.json\n\n"+
-		"Prints the audit log's records, oldest first, as a table or as JSON lines with every field.\n"+
+	fs := newFlags("audit", "audit [-c FILE] [--server S] [--tool T] [--kind K] [--type T] [--since 2h|RFC3339] [--limit N] [-o table|json|jsonl]\n"+
+		"       mcp-gateway audit export [-c FILE] [--since 2h|RFC3339] [filters] > audit.jsonl\n"+
+		"       mcp-gateway audit verify [-c FILE] [-o table|json|jsonl]\n"+
+		"       mcp-gateway audit digest [-c FILE] [-o table|json|jsonl] < arguments.json\n\n"+
+		"Prints the audit log's records, oldest first, as a table or as JSON with every field.\n"+
 		"\"audit export\" writes every matching record as one JSON line, for an archive kept before retention\n"+
 		"prunes the oldest records. \"audit verify\" checks the hash chain and names the first record that\n"+
-		"does not verify.", stderr)
+		"does not verify.", stdout, stderr)
 	o := addOpsFlags(fs)
 	f, since := addFilterFlags(fs)
-	limit := fs.Int("limit", defaultTableLimit, "show only the last `N` matching records, 0 = all; with --jsonl and no --limit, all")
-	jsonl := fs.Bool("jsonl", false, "print every field of each record as one JSON object per line")
-	if err := fs.Parse(args); err != nil {
+	limit := fs.Int("limit", defaultTableLimit, "show only the last `N` matching records, 0 = all; with -o json or jsonl and no --limit, all")
+	fs.addOutput()
+	fs.addJSONLAlias()
+	if err := fs.parseNone(args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return exitError{2}
 	}
 	if *limit < 0 {
-		fmt.Fprintln(stderr, "--limit must be 0 (all) or a number of records")
-		return exitError{2}
+		return fs.usageError("--limit must be 0 (all) or a number of records, not %d", *limit)
 	}
+	format := fs.output()
 	f.Limit = *limit
-	if *jsonl && !flagGiven(fs, "limit") {
+	if format != formatTable && !flagGiven(fs, "limit") {
 		f.Limit = 0
 	}
-	if err := parseSince(f, *since, stderr); err != nil {
+	if err := checkFilter(fs, f, *since); err != nil {
 		return err
 	}
-	acc, err := o.openAudit(fs, stderr)
+	cfg, err := fs.loadConfig()
+	if err != nil {
+		return err
+	}
+	acc, err := openState(cfg, o, true)
 	if err != nil {
 		return err
 	}
 	defer acc.Close()
 
-	out := newRecordPrinter(stdout, *jsonl)
+	out := newRecordPrinter(stdout, format)
 	if acc.api != nil {
 		err = scanViaAPI(ctx, acc.api, *f, stderr, out.print)
 	} else {
@@ -85,71 +90,69 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := out.flush(); err != nil {
 		return err
 	}
-	if !*jsonl {
-		switch {
-		case out.n == 0:
-			fmt.Fprintln(stderr, "no audit records match")
-		case f.Limit > 0 && out.n == f.Limit:
-			fmt.Fprintf(stderr, "(the last %d matching records; --limit N for more, --limit 0 for all)\n", out.n)
+	switch {
+	case out.n == 0:
+		fmt.Fprintln(stderr, "no audit records match")
+		for _, h := range filterHints(ctx, cfg, acc, *f) {
+			fmt.Fprintln(stderr, h)
 		}
+	case format == formatTable && f.Limit > 0 && out.n == f.Limit:
+		fmt.Fprintf(stderr, "(the last %d matching records; --limit N for more, --limit 0 for all)\n", out.n)
 	}
 	return nil
 }
 
 // addFilterFlags adds the record filters shared by audit and audit export; since is parsed by
-// parseSince after the flags.
-func addFilterFlags(fs *flag.FlagSet) (*store.AuditFilter, *string) {
+// checkFilter after the flags.
+func addFilterFlags(fs *cmdFlags) (*store.AuditFilter, *string) {
 	f := &store.AuditFilter{}
 	fs.StringVar(&f.Server, "server", "", "only records of this server")
 	fs.StringVar(&f.Tool, "tool", "", "only records of this public tool name")
 	fs.StringVar(&f.Kind, "kind", "", "only records with this failure kind (unknown_tool, invalid_tool_arguments, mcp_execution_status_unknown, ...)")
-	fs.StringVar(&f.Type, "type", "", "only records of this type: call, lockout, operator, approval or checkpoint")
+	fs.StringVar(&f.Type, "type", "", "only records of this type: "+strings.Join(recordTypes, ", "))
 	since := fs.String("since", "", "only records from `TIME` on: a duration back from now (2h) or an RFC 3339 time")
 	return f, since
 }
 
-// parseSince sets f.Since from the --since flag (exit 2 with the problem when it does not parse).
-func parseSince(f *store.AuditFilter, since string, stderr io.Writer) error {
+// checkFilter refuses a --type that is none of the record types, and sets f.Since from --since
+// (exit 2 with the problem).
+func checkFilter(fs *cmdFlags, f *store.AuditFilter, since string) error {
+	if f.Type != "" && !slices.Contains(recordTypes, f.Type) {
+		return fs.usageError("--type %q is not a record type%s; the types are %s", f.Type, didYouMean(f.Type, recordTypes), strings.Join(recordTypes, ", "))
+	}
 	if since == "" {
 		return nil
 	}
 	t, err := gateway.ParseSince(since, time.Now())
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError{2}
+		return fs.usageError("--%v", err)
 	}
 	f.Since = t
 	return nil
 }
 
 func runAuditExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("audit export", "audit export -c FILE [--since 2h|RFC3339] [--server S] [--tool T] [--kind K] [--type T] > audit.jsonl\n\n"+
-		"Writes every matching audit record, oldest first, as one JSON object per line with every field.\n"+
-		"Read from the state file (gateway stopped), each line is the record exactly as stored, so its hash\n"+
-		"still verifies and the archive can be checked against a retention checkpoint's digest later; from\n"+
-		"a running gateway the records come through its admin API. Export before retention prunes: see\n"+
-		"\"Audit retention and archiving\" in docs/operations.md.", stderr)
+	fs := newFlags("audit export", "audit export [-c FILE] [--since 2h|RFC3339] [--server S] [--tool T] [--kind K] [--type T] > audit.jsonl\n\n"+
+		"Writes every matching audit record, oldest first, as one JSON object per line, exactly as stored,\n"+
+		"so that each line's hash still verifies and the archive can be checked against a retention\n"+
+		"checkpoint's digest later. From a running gateway the records come through its admin API, the\n"+
+		"same bytes. Export before retention prunes: see \"Audit retention and archiving\" in docs/operations.md.", stdout, stderr)
 	o := addOpsFlags(fs)
 	f, since := addFilterFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := fs.parseNone(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return exitError{2}
-	}
-	if err := parseSince(f, *since, stderr); err != nil {
+	if err := checkFilter(fs, f, *since); err != nil {
 		return err
 	}
-	acc, err := o.openAudit(fs, stderr)
+	acc, err := openAudit(fs, o)
 	if err != nil {
 		return err
 	}
 	defer acc.Close()
 	w := bufio.NewWriter(stdout)
 	if acc.api != nil {
-		enc := json.NewEncoder(w)
-		err = scanViaAPI(ctx, acc.api, *f, stderr, func(r store.Record) error { return enc.Encode(r) })
+		err = exportViaAPI(ctx, acc.api, *f, w, stderr)
 	} else {
 		err = acc.st.AuditExport(*f, func(raw []byte) error {
 			if _, err := w.Write(raw); err != nil {
@@ -164,9 +167,32 @@ func runAuditExport(ctx context.Context, args []string, stdout, stderr io.Writer
 	return w.Flush()
 }
 
-// scanViaAPI streams the records the running gateway's /admin/audit selects. When the gateway
-// says records are missing (its state file is failing and some are queued), stderr says so.
-func scanViaAPI(ctx context.Context, api *adminClient, f store.AuditFilter, stderr io.Writer, fn func(store.Record) error) error {
+// exportViaAPI copies the records as stored from the running gateway's /admin/audit/export. A
+// gateway started from an earlier binary has no such route: its records come re-encoded from
+// /admin/audit instead, and stderr says that their lines may not re-hash.
+func exportViaAPI(ctx context.Context, api *adminClient, f store.AuditFilter, w io.Writer, stderr io.Writer) error {
+	resp, err := api.do(ctx, http.MethodGet, "/admin/audit/export?"+auditQuery(f).Encode(), nil)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.status == http.StatusNotFound {
+		fmt.Fprintln(stderr, "warning: the running gateway is older than this command and exports re-encoded records, whose lines may not re-hash; restart it to export the records as stored")
+		enc := json.NewEncoder(w)
+		return scanViaAPI(ctx, api, f, stderr, func(r store.Record) error { return enc.Encode(r) })
+	}
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if missing := resp.Header.Get("X-Audit-Incomplete"); missing != "" {
+		fmt.Fprintf(stderr, "warning: %s\n", missing)
+	}
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return fmt.Errorf("reading the audit records from the admin API at %s: %w", api.base, err)
+	}
+	return nil
+}
+
+// auditQuery is the query of /admin/audit and /admin/audit/export that selects f.
+func auditQuery(f store.AuditFilter) url.Values {
 	q := url.Values{}
 	for k, v := range map[string]string{"server": f.Server, "tool": f.Tool, "kind": f.Kind, "type": f.Type} {
 		if v != "" {
@@ -179,7 +205,13 @@ func scanViaAPI(ctx context.Context, api *adminClient, f store.AuditFilter, stde
 	if f.Limit > 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
-	resp, err := api.do(ctx, http.MethodGet, "/admin/audit?"+q.Encode(), nil)
+	return q
+}
+
+// scanViaAPI streams the records the running gateway's /admin/audit selects. When the gateway
+// says records are missing (its state file is failing and some are queued), stderr says so.
+func scanViaAPI(ctx context.Context, api *adminClient, f store.AuditFilter, stderr io.Writer, fn func(store.Record) error) error {
+	resp, err := api.do(ctx, http.MethodGet, "/admin/audit?"+auditQuery(f).Encode(), nil)
 	if err != nil {
 		return err
 	}
@@ -203,28 +235,46 @@ func scanViaAPI(ctx context.Context, api *adminClient, f store.AuditFilter, stde
 	}
 }
 
-// recordPrinter writes records as table rows or JSON lines, remembering the first write error.
+// recordPrinter writes records as table rows, a JSON array or JSON lines, remembering the
+// first write error.
 type recordPrinter struct {
-	enc *json.Encoder     // --jsonl
-	tw  *tabwriter.Writer // table
-	n   int
-	err error
+	w      io.Writer
+	format string
+	enc    *json.Encoder     // -o jsonl
+	tw     *tabwriter.Writer // table
+	n      int
+	err    error
 }
 
-func newRecordPrinter(w io.Writer, jsonl bool) *recordPrinter {
-	if jsonl {
-		return &recordPrinter{enc: json.NewEncoder(w)}
+func newRecordPrinter(w io.Writer, format string) *recordPrinter {
+	p := &recordPrinter{w: w, format: format}
+	switch format {
+	case formatJSONL:
+		p.enc = json.NewEncoder(w)
+	case formatTable:
+		p.tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	}
-	return &recordPrinter{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
+	return p
 }
 
 func (p *recordPrinter) print(r store.Record) error {
 	if p.err != nil {
 		return p.err
 	}
-	if p.enc != nil {
+	switch p.format {
+	case formatJSONL:
 		p.err = p.enc.Encode(r)
-	} else {
+	case formatJSON:
+		// Streamed, not collected: an audit log can be long.
+		var b []byte
+		if b, p.err = json.MarshalIndent(r, "  ", "  "); p.err == nil {
+			sep := ",\n  "
+			if p.n == 0 {
+				sep = "[\n  "
+			}
+			_, p.err = fmt.Fprintf(p.w, "%s%s", sep, b)
+		}
+	default:
 		if p.n == 0 {
 			fmt.Fprintln(p.tw, "TIME\tSEQ\tTYPE\tPRINCIPAL\tSERVER\tTOOL\tOUTCOME\tDURATION\tRUN_ID\tREASON")
 		}
@@ -236,9 +286,18 @@ func (p *recordPrinter) print(r store.Record) error {
 	return p.err
 }
 
+// flush ends the output: the table's columns, the JSON array's bracket.
 func (p *recordPrinter) flush() error {
-	if p.tw != nil {
+	switch p.format {
+	case formatTable:
 		return p.tw.Flush()
+	case formatJSON:
+		end := "\n]\n"
+		if p.n == 0 {
+			end = "[]\n"
+		}
+		_, err := io.WriteString(p.w, end)
+		return err
 	}
 	return nil
 }
@@ -282,75 +341,86 @@ func oneLine(s string, n int) string {
 }
 
 // flagGiven reports whether the command line set the flag.
-func flagGiven(fs *flag.FlagSet, name string) bool {
+func flagGiven(fs *cmdFlags, name string) bool {
 	given := false
 	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
 	return given
 }
 
+// verifyReport is what `audit verify -o json` prints: the gateway's answer, and offline what
+// retention has pruned.
+type verifyReport struct {
+	gateway.VerifyResult
+	Pruned *store.Checkpoint `json:"pruned,omitempty"`
+}
+
 func runAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("audit verify", "audit verify -c FILE [--addr HOST:PORT] [--token TOKEN]\n\n"+
+	fs := newFlags("audit verify", "audit verify [-c FILE] [-o table|json|jsonl] [--addr HOST:PORT] [--token TOKEN]\n\n"+
 		"Recomputes every audit record's hash and link. Exit 0 when the chain is intact, 1 at the first\n"+
-		"record that was changed, removed or replaced.", stderr)
+		"record that was changed, removed or replaced.", stdout, stderr)
 	o := addOpsFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	fs.addOutput()
+	if err := fs.parseNone(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return exitError{2}
-	}
-	acc, err := o.openAudit(fs, stderr)
+	acc, err := openAudit(fs, o)
 	if err != nil {
 		return err
 	}
 	defer acc.Close()
-	var res gateway.VerifyResult
+	var rep verifyReport
+	res := &rep.VerifyResult
 	if acc.api != nil {
-		if err := acc.api.getJSON(ctx, "/admin/audit/verify", &res); err != nil {
+		if err := acc.api.getJSON(ctx, "/admin/audit/verify", res); err != nil {
 			return err
 		}
 	} else {
 		res.Checked, res.Bad = acc.st.AuditVerify()
 		res.OK = res.Bad == nil
-	}
-	if res.OK {
-		fmt.Fprintf(stdout, "audit log intact: %d records\n", res.Checked)
-		if acc.st != nil {
-			if cp, ok, err := acc.st.AuditPruned(); err == nil && ok {
-				fmt.Fprintf(stdout, "records %d to %d (%d) were pruned by retention; checkpoint record %d holds their digest %s\n",
-					cp.FirstSeq, cp.LastSeq, cp.Count, cp.CheckpointSeq, cp.Digest)
-			}
+		if cp, ok, err := acc.st.AuditPruned(); err == nil && ok {
+			rep.Pruned = &cp
 		}
-		return nil
 	}
-	if res.Bad == nil {
+	if !res.OK && res.Bad == nil {
 		res.Bad = &store.VerifyError{Seq: res.Checked + 1, Reason: "the gateway reported a break without saying where"}
 	}
-	fmt.Fprintf(stdout, "audit log broken at record %d: %s (the %d records before it verify)\n", res.Bad.Seq, res.Bad.Reason, res.Checked)
-	return exitError{1}
+	switch {
+	case fs.output() != formatTable:
+		if err := writeJSON(stdout, fs.output(), rep); err != nil {
+			return err
+		}
+	case res.OK:
+		fmt.Fprintf(stdout, "audit log intact: %d records\n", res.Checked)
+		if cp := rep.Pruned; cp != nil {
+			fmt.Fprintf(stdout, "records %d to %d (%d) were pruned by retention; checkpoint record %d holds their digest %s\n",
+				cp.FirstSeq, cp.LastSeq, cp.Count, cp.CheckpointSeq, cp.Digest)
+		}
+	default:
+		fmt.Fprintf(stdout, "audit log broken at record %d: %s (the %d records before it verify)\n", res.Bad.Seq, res.Bad.Reason, res.Checked)
+	}
+	if !res.OK {
+		return exitError{1}
+	}
+	return nil
 }
 
-// auditDigest is the answer of /admin/audit/digest.
+// auditDigest is the answer of /admin/audit/digest, and what `audit digest -o json` prints.
 type auditDigest struct {
 	Digest string `json:"digest"`
 }
 
 // runAuditDigest prints the digest an audit record keeps of the arguments read from stdin, as
 // the gateway computes it (a keyed HMAC; store/digest.go), so an operator holding a call's
-// original arguments can match them to its record's ArgsDigest.
+// original arguments can match them to its record's args_digest.
 func runAuditDigest(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("audit digest", "audit digest -c FILE [--addr HOST:PORT] [--token TOKEN] < arguments.json\n\n"+
-		"Prints the ArgsDigest an audit record holds for a call with exactly these argument bytes (the\n"+
+	fs := newFlags("audit digest", "audit digest [-c FILE] [-o table|json|jsonl] [--addr HOST:PORT] [--token TOKEN] < arguments.json\n\n"+
+		"Prints the args_digest an audit record holds for a call with exactly these argument bytes (the\n"+
 		"arguments object as the client sent it, compacted). The digest is keyed with a secret of the state file, so\n"+
-		"a redacted value cannot be guessed from a record or an export.", stderr)
+		"a redacted value cannot be guessed from a record or an export.", stdout, stderr)
 	o := addOpsFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	fs.addOutput()
+	if err := fs.parseNone(args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return exitError{2}
 	}
 	raw, err := io.ReadAll(io.LimitReader(stdin, 64<<20))
 	if err != nil {
@@ -360,11 +430,11 @@ func runAuditDigest(ctx context.Context, args []string, stdin io.Reader, stdout,
 	// is what carrying the bytes to the admin API as JSON does anyway.
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, raw); err != nil {
-		fmt.Fprintf(stderr, "the arguments on stdin are not JSON: %v\n", err)
+		fmt.Fprintf(stderr, "mcp-gateway audit digest: the arguments on stdin are not JSON: %v\n", err)
 		return exitError{2}
 	}
 	raw = compact.Bytes()
-	acc, err := o.openAudit(fs, stderr)
+	acc, err := openAudit(fs, o)
 	if err != nil {
 		return err
 	}
@@ -377,14 +447,17 @@ func runAuditDigest(ctx context.Context, args []string, stdin io.Reader, stdout,
 	} else {
 		res.Digest = acc.st.DigestArgs(raw)
 	}
+	if fs.output() != formatTable {
+		return writeJSON(stdout, fs.output(), res)
+	}
 	fmt.Fprintln(stdout, res.Digest)
 	return nil
 }
 
 // openAudit loads the config the flags name and opens its audit log for reading: through the
 // running gateway's admin API, or the state file of a stopped one.
-func (o *opsFlags) openAudit(fs *flag.FlagSet, stderr io.Writer) (*stateAccess, error) {
-	cfg, err := o.loadConfig(fs, stderr)
+func openAudit(fs *cmdFlags, o *opsFlags) (*stateAccess, error) {
+	cfg, err := fs.loadConfig()
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -13,59 +14,117 @@ import (
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/gateway"
+	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
 	"github.com/mcp-gateway/mcp-gateway/upstream"
 )
 
+// checkReport is what check found, as -o json prints it. Problems make the config unusable
+// (exit 1); warnings and notes do not. Each is one line as the text output prints it,
+// "FILE:LINE: …" where a line is known.
+type checkReport struct {
+	File     string   `json:"file"`
+	OK       bool     `json:"ok"`
+	Problems []string `json:"problems"`
+	Warnings []string `json:"warnings"`
+	Notes    []string `json:"notes"`
+	// The summary of a config that loaded: its servers, how tools are named, its policy rules
+	// and their default; left out when it did not load.
+	Servers       *int   `json:"servers,omitempty"`
+	ToolNames     string `json:"tool_names,omitempty"`
+	PolicyRules   *int   `json:"policy_rules,omitempty"`
+	PolicyDefault string `json:"policy_default,omitempty"`
+	// StopTools are the public names of the stop tools; InspectionTools those of the tools
+	// callable during a lockout (allow_while_locked), "(not verified yet)" after a name whose
+	// annotations the gateway has not seen.
+	StopTools       []string `json:"stop_tools"`
+	InspectionTools []string `json:"inspection_tools"`
+}
+
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("check", "check -c FILE [--addr HOST:PORT] [--token TOKEN]", stderr)
+	fs := newFlags("check", "check [-c FILE] [-o table|json|jsonl] [--addr HOST:PORT] [--token TOKEN]\n\n"+
+		"Loads the config and checks it without starting anything: every problem with its line, the\n"+
+		"stop and inspection tools verified against what the gateway has seen (the running gateway's\n"+
+		"catalog, else the pins in the state file). Exit 1 when the config has a problem.", stdout, stderr)
 	o := addOpsFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	fs.addOutput()
+	if err := fs.parseNone(args); err != nil {
 		return err
 	}
-	cfg, err := o.loadConfig(fs, stderr)
-	if err != nil {
+	rep := checkReport{Problems: []string{}, Warnings: []string{}, Notes: []string{}, StopTools: []string{}, InspectionTools: []string{}}
+	rep.File, _ = fs.configPath()
+	cfg, err := fs.readConfig()
+	var cerr *config.Errors
+	switch {
+	case errors.As(err, &cerr):
+		rep.Problems = lines(err)
+		return printCheck(stdout, stderr, fs.output(), rep)
+	case err != nil:
 		return err
 	}
+	pastable.SetConfig(cfg.Path)
+	rep.File = cfg.Path
 	engine, err := gateway.CompilePolicies(cfg)
 	_, guardErr := gateway.BuildGuards(cfg)
 	if err != nil || guardErr != nil {
 		for _, e := range []error{err, guardErr} {
 			if e != nil {
-				fmt.Fprintln(stderr, e)
+				rep.Problems = append(rep.Problems, lines(e)...)
 			}
 		}
-		return exitError{1}
+		return printCheck(stdout, stderr, fs.output(), rep)
 	}
 	ex := checkExemptTools(ctx, cfg, o)
-	problems := append(ex.problems, gateway.StopToolRules(cfg, engine.Rules())...)
-	for _, n := range ex.notes {
-		fmt.Fprintln(stderr, n)
-	}
+	rep.Problems = append(append(rep.Problems, ex.problems...), gateway.StopToolRules(cfg, engine.Rules())...)
+	rep.Notes = append(rep.Notes, ex.notes...)
 	// A command that cannot be found is a warning, not an error: it may be installed before the
 	// gateway starts, and a gateway retries a server that does not start.
 	for i, s := range cfg.Servers {
 		var ce *upstream.CommandError
 		if errors.As(upstream.CheckCommand(s), &ce) {
-			fmt.Fprintf(stderr, "%s:%d: servers[%d] (%s): warning: command %q %s; the gateway would retry starting it (serve --require-all stops instead)\n",
-				cfg.Path, s.CommandLine, i, s.Name, ce.Command, ce.Why)
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s:%d: servers[%d] (%s): warning: command %q %s; the gateway would retry starting it (serve --require-all stops instead)",
+				cfg.Path, s.CommandLine, i, s.Name, ce.Command, ce.Why))
 		}
 	}
-	if len(problems) > 0 {
-		for _, p := range problems {
-			fmt.Fprintln(stderr, p)
+	servers, rules := len(cfg.Servers), len(engine.Rules())
+	rep.Servers, rep.ToolNames, rep.PolicyRules, rep.PolicyDefault = &servers, cfg.Gateway.ToolNames, &rules, cfg.Policies.Default
+	rep.StopTools = append(rep.StopTools, ex.stops...)
+	rep.InspectionTools = append(rep.InspectionTools, ex.inspection...)
+	return printCheck(stdout, stderr, fs.output(), rep)
+}
+
+// printCheck prints the report: the problems, warnings and notes on stderr and the summary of a
+// good config on stdout, or the whole report as JSON on stdout. Problems exit 1.
+func printCheck(stdout, stderr io.Writer, format string, rep checkReport) error {
+	rep.OK = len(rep.Problems) == 0
+	if format != formatTable {
+		if err := writeJSON(stdout, format, rep); err != nil {
+			return err
 		}
+	} else {
+		for _, l := range slices.Concat(rep.Notes, rep.Warnings, rep.Problems) {
+			fmt.Fprintln(stderr, l)
+		}
+		if rep.OK {
+			fmt.Fprintf(stdout, "%s: ok (%d servers, tool names %s, %d policy rules, default %s, %s, %s)\n",
+				rep.File, *rep.Servers, rep.ToolNames, *rep.PolicyRules, rep.PolicyDefault,
+				count(len(rep.StopTools), "stop tool"), count(len(rep.InspectionTools), "inspection tool"))
+			if len(rep.StopTools) > 0 {
+				fmt.Fprintf(stdout, "stop tools (always callable, sent beside the call in flight): %s\n", strings.Join(rep.StopTools, ", "))
+			}
+			if len(rep.InspectionTools) > 0 {
+				fmt.Fprintf(stdout, "inspection tools (allow_while_locked, callable during a lockout): %s\n", strings.Join(rep.InspectionTools, ", "))
+			}
+		}
+	}
+	if !rep.OK {
 		return exitError{1}
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d servers, tool names %s, %d policy rules, default %s, %s, %s)\n",
-		cfg.Path, len(cfg.Servers), cfg.Gateway.ToolNames, len(engine.Rules()), cfg.Policies.Default,
-		count(len(ex.stops), "stop tool"), count(len(ex.inspection), "inspection tool"))
-	if len(ex.stops) > 0 {
-		fmt.Fprintf(stdout, "stop tools (always callable, sent beside the call in flight): %s\n", strings.Join(ex.stops, ", "))
-	}
-	if len(ex.inspection) > 0 {
-		fmt.Fprintf(stdout, "inspection tools (allow_while_locked, callable during a lockout): %s\n", strings.Join(ex.inspection, ", "))
-	}
 	return nil
+}
+
+// lines splits an error of several problems, one a line.
+func lines(err error) []string {
+	return strings.Split(strings.TrimRight(err.Error(), "\n"), "\n")
 }
 
 func count(n int, what string) string {
@@ -213,8 +272,8 @@ func seenTools(ctx context.Context, cfg *config.Config, o *opsFlags) (seen map[s
 }
 
 func runSchema(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("schema", "schema", stderr)
-	if err := fs.Parse(args); err != nil {
+	fs := newFlags("schema", "schema\n\nPrints the JSON Schema of the config file.", stdout, stderr)
+	if err := fs.parseNone(args); err != nil {
 		return err
 	}
 	b, err := config.JSONSchema()
@@ -223,13 +282,4 @@ func runSchema(_ context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	_, err = stdout.Write(append(b, '\n'))
 	return err
-}
-
-func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("version", "version", stderr)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, "mcp-gateway", gateway.Version)
-	return nil
 }

@@ -10,20 +10,17 @@ import (
 )
 
 func runCompact(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("compact", "compact -c FILE\n\n"+
+	fs := newFlags("compact", "compact [-c FILE] [-o table|json|jsonl]\n\n"+
 		"Rewrites the state file (state.db in gateway.state_dir) into a fresh file without the free pages\n"+
 		"left by pruned audit records, then renames it over the old one. Every bucket is kept: lockouts,\n"+
 		"approvals, pins, the journal of physical calls in flight and the audit log with its checkpoints.\n"+
-		"The gateway must be stopped: compact needs the file to itself and refuses while anything holds it.", stderr)
-	cfgPath := fs.String("c", "", "config file (required): its gateway.state_dir holds the state file")
-	if err := fs.Parse(args); err != nil {
+		"The gateway must be stopped: compact needs the file to itself and refuses while anything holds it.", stdout, stderr)
+	fs.addConfig(": its gateway.state_dir holds the state file")
+	fs.addOutput()
+	if err := fs.parseNone(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return exitError{2}
-	}
-	cfg, err := loadConfig(fs, *cfgPath, stderr)
+	cfg, err := fs.loadConfig()
 	if err != nil {
 		return err
 	}
@@ -36,6 +33,9 @@ func runCompact(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err != nil {
 		return err
+	}
+	if fs.output() != formatTable {
+		return writeJSON(stdout, fs.output(), res)
 	}
 	fmt.Fprintf(stdout, "compacted %s: %s -> %s (%d -> %d bytes)\n", res.Path, humanBytes(res.Before), humanBytes(res.After), res.Before, res.After)
 	return nil

@@ -73,26 +73,17 @@ const keepalivePrefix = "mcp-gateway-connect-keepalive-"
 const version20260728 = "2026-07-28"
 
 func runConnect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("connect", "connect URL [--token-env NAME] [--keepalive DURATION]", stderr)
+	fs := newFlags("connect", "connect URL [--token-env NAME] [--keepalive DURATION]", stdout, stderr)
 	tokenEnv := fs.String("token-env", defaultTokenEnv, "environment `variable` holding the bearer token when the gateway's auth.tokens needs one")
 	keepalive := fs.Duration("keepalive", time.Minute, "ping the gateway this often, so that it keeps the session open (keep it below gateway.session_idle_timeout); 0 for never")
-	// The URL may come before or after the flags: "connect URL --token-env NAME" reads like the
-	// other commands, and IDE configs are written both ways.
-	var positional []string
-	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		rest = fs.Args()[1:]
+	// The URL may come before or after the flags, as in every command: IDE configs are written
+	// both ways.
+	positional, err := fs.parse(args)
+	if err != nil {
+		return err
 	}
 	if len(positional) != 1 {
-		fmt.Fprintln(stderr, "mcp-gateway connect: give the URL of the gateway's MCP endpoint, for example http://127.0.0.1:8080/mcp")
-		fs.Usage()
-		return exitError{2}
+		return fs.usageError("give the URL of the gateway's MCP endpoint, for example http://127.0.0.1:8080/mcp")
 	}
 	endpoint, err := endpointURL(positional[0])
 	if err != nil {

@@ -11,28 +11,37 @@ import (
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/gateway"
+	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
+// haltOutput is what `halt -o json` prints: the running gateway's answer, or on the state
+// file of a stopped gateway the same without what only a running gateway does (no call
+// cancelled, no stop tool sent, no timings).
+type haltOutput struct {
+	Running bool `json:"running"`
+	gateway.HaltReport
+	// StateFile is the state file halted on, when no gateway was running.
+	StateFile string `json:"state_file,omitempty"`
+}
+
 func runHalt(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("halt", `halt --reason "why the robot is stopped" -c FILE [--operator NAME] [--addr HOST:PORT] [--token TOKEN]`, stderr)
+	fs := newFlags("halt", `halt --reason "why the robot is stopped" [-c FILE] [--operator NAME] [-o table|json|jsonl] [--addr HOST:PORT] [--token TOKEN]`, stdout, stderr)
 	o := addOpsFlags(fs)
 	reason := fs.String("reason", "", "why the robot is being stopped (required; kept in the audit log)")
 	operator := fs.String("operator", defaultOperator(), "who halts, for the audit log")
-	if err := fs.Parse(args); err != nil {
+	fs.addOutput()
+	pos, err := fs.parse(args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "halt takes no SERVER: it stops every physical server (use mcp-gateway lock SERVER for one)")
-		fs.Usage()
-		return exitError{2}
+	if len(pos) > 0 {
+		return fs.usageError("halt takes no SERVER: it stops every physical server (use mcp-gateway lock SERVER for one)")
 	}
 	if strings.TrimSpace(*reason) == "" {
-		fmt.Fprintln(stderr, "halt needs --reason: say why the robot is being stopped; it is kept in the audit log")
-		fs.Usage()
-		return exitError{2}
+		return fs.usageError("halt needs --reason: say why the robot is being stopped; it is kept in the audit log")
 	}
-	cfg, err := o.loadConfig(fs, stderr)
+	cfg, err := fs.loadConfig()
 	if err != nil {
 		return err
 	}
@@ -47,42 +56,61 @@ func runHalt(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err := acc.api.doJSON(ctx, http.MethodPost, "/admin/halt", gateway.HaltRequest{Reason: *reason, Operator: op}, &rep); err != nil {
 			return err
 		}
-		return printHalt(stdout, stderr, cfg, rep)
+		return printHalt(stdout, stderr, fs.output(), cfg, rep)
 	}
-	return haltFile(ctx, acc.st, cfg, op, *reason, stdout, stderr)
+	return haltFile(ctx, acc.st, cfg, op, *reason, fs.output(), stdout, stderr)
 }
 
 // haltFile puts the halt lockouts in the state file of a stopped gateway and audits them the
 // way the gateway does. No gateway runs, so there is no call to cancel and no stop tool to send.
-func haltFile(ctx context.Context, st *store.Store, cfg *config.Config, operator, reason string, stdout, stderr io.Writer) error {
+func haltFile(ctx context.Context, st *store.Store, cfg *config.Config, operator, reason, format string, stdout, stderr io.Writer) error {
 	servers := gateway.PhysicalServers(cfg)
 	if len(servers) == 0 {
 		fmt.Fprintf(stderr, "%s configures no physical server: nothing to halt\n", cfg.Path)
 		return exitError{1}
 	}
-	halted, err := gateway.HaltLockouts(st, servers, operator, reason, time.Now(), map[string]any{"via": "state file"})
+	at := time.Now()
+	halted, err := gateway.HaltLockouts(st, servers, operator, reason, at, map[string]any{"via": "state file"})
 	if err == nil {
 		flushCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err = st.Audit().Flush(flushCtx)
 		cancel()
 	}
+	if err != nil {
+		err = fmt.Errorf("the halt is in the state file, but its audit records could not be written: %w", err)
+	}
+	if format != formatTable {
+		out := haltOutput{StateFile: st.Path(), HaltReport: gateway.HaltReport{
+			Operator: operator, Reason: reason, At: at.UTC(), Servers: halted, Cancelled: []gateway.CancelledCall{},
+		}}
+		if err != nil {
+			out.AuditError = err.Error()
+		}
+		if werr := writeJSON(stdout, format, out); werr != nil {
+			return werr
+		}
+		return err
+	}
 	fmt.Fprintf(stdout, "HALT by %s on the state file %s (no gateway is running): %q\n", operator, st.Path(), reason)
 	printHaltedServers(stdout, halted, false)
 	fmt.Fprintln(stdout, "No gateway is running, so no call was in flight to cancel and no stop tool was sent.")
 	fmt.Fprint(stdout, "From the next start on, physical actions stay refused. ")
-	printUnlockHint(stdout, cfg, halted)
-	if err != nil {
-		return fmt.Errorf("the halt is in the state file, but its audit records could not be written: %w", err)
-	}
-	return nil
+	printUnlockHint(stdout, halted)
+	return err
 }
 
 // printHalt prints a running gateway's halt report. It exits 1 when a stop tool did not answer
 // with success or the audit records are not on disk: the halt holds, but someone must look.
-func printHalt(stdout, stderr io.Writer, cfg *config.Config, rep gateway.HaltReport) error {
+func printHalt(stdout, stderr io.Writer, format string, cfg *config.Config, rep gateway.HaltReport) error {
 	if len(rep.Servers) == 0 {
 		fmt.Fprintf(stderr, "the running gateway has no physical server (%s): nothing was halted\n", cfg.Path)
 		return exitError{1}
+	}
+	if format != formatTable {
+		if err := writeJSON(stdout, format, haltOutput{Running: true, HaltReport: rep}); err != nil {
+			return err
+		}
+		return haltWarnings(stderr, rep)
 	}
 	fmt.Fprintf(stdout, "HALT by %s: %q\n", rep.Operator, rep.Reason)
 	printHaltedServers(stdout, rep.Servers, true)
@@ -98,7 +126,14 @@ func printHalt(stdout, stderr io.Writer, cfg *config.Config, rep gateway.HaltRep
 	t := rep.Timings
 	fmt.Fprintf(stdout, "Timings from the request: locked %s, stop tool(s) sent %s, last cancelled call ended %s, answered %s.\n",
 		ms(t.LockedMS), msOrDash(t.StopSentMS), msOrDash(t.LastCancelledEndedMS), ms(t.TookMS))
-	printUnlockHint(stdout, cfg, rep.Servers)
+	printUnlockHint(stdout, rep.Servers)
+	return haltWarnings(stderr, rep)
+}
+
+// haltWarnings says what of a halt someone must look at: a stop tool that did not confirm the
+// stop, a halt not yet in the state file or the audit log. Any of them exits 1; the halt holds
+// all the same.
+func haltWarnings(stderr io.Writer, rep gateway.HaltReport) error {
 	failed := false
 	for _, s := range rep.Servers {
 		if s.Stop.Status != gateway.StopOK && s.Stop.Status != gateway.StopNone {
@@ -148,10 +183,10 @@ func printHaltedServers(w io.Writer, servers []gateway.HaltedServer, running boo
 }
 
 // printUnlockHint says how the halt ends: an unlock of each server, with a reason.
-func printUnlockHint(w io.Writer, cfg *config.Config, servers []gateway.HaltedServer) {
+func printUnlockHint(w io.Writer, servers []gateway.HaltedServer) {
 	fmt.Fprintln(w, "Only an unlock with a reason, after the robot is inspected, ends the halt:")
 	for _, s := range servers {
-		fmt.Fprintf(w, "  mcp-gateway unlock %s --reason \"...\" -c %s\n", s.Server, cfg.Path)
+		fmt.Fprintf(w, "  %s\n", pastable.Command("unlock", s.Server, "--reason", "what was inspected"))
 	}
 }
 

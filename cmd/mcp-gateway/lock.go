@@ -12,28 +12,33 @@ import (
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/gateway"
+	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
 )
 
+// lockOutput is what `lock -o json` prints: what the running gateway answered, or what the lock
+// did on the state file of a stopped gateway.
+type lockOutput struct {
+	Running bool `json:"running"`
+	gateway.LockResult
+}
+
 func runLock(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("lock", `lock SERVER --reason "why" -c FILE [--operator NAME] [--addr HOST:PORT] [--token TOKEN]`, stderr)
+	fs := newFlags("lock", `lock SERVER --reason "why" [-c FILE] [--operator NAME] [-o table|json|jsonl] [--addr HOST:PORT] [--token TOKEN]`, stdout, stderr)
 	o := addOpsFlags(fs)
 	reason := fs.String("reason", "", "why the server is locked out, e.g. a person is inside the cell (required; kept in the audit log)")
 	operator := fs.String("operator", defaultOperator(), "who locks the server out, for the audit log")
-	pos, err := parseInterspersed(fs, args)
+	fs.addOutput()
+	pos, err := fs.parse(args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		fmt.Fprintln(stderr, "lock needs exactly one SERVER: the physical server to lock out (mcp-gateway halt stops them all)")
-		fs.Usage()
-		return exitError{2}
+		return fs.usageError("lock needs exactly one SERVER: the physical server to lock out (mcp-gateway halt stops them all)")
 	}
 	if strings.TrimSpace(*reason) == "" {
-		fmt.Fprintln(stderr, "lock needs --reason: say why the server is locked out; it is kept in the audit log")
-		fs.Usage()
-		return exitError{2}
+		return fs.usageError("lock needs --reason: say why the server is locked out; it is kept in the audit log")
 	}
-	cfg, err := o.loadConfig(fs, stderr)
+	cfg, err := fs.loadConfig()
 	if err != nil {
 		return err
 	}
@@ -62,6 +67,10 @@ func runLock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	if fs.output() != formatTable {
+		lockWarnings(stderr, res)
+		return writeJSON(stdout, fs.output(), lockOutput{Running: acc.api != nil, LockResult: res})
+	}
 	printLock(stdout, stderr, cfg, server, op, res, acc.api != nil)
 	return nil
 }
@@ -78,10 +87,15 @@ func printLock(stdout, stderr io.Writer, cfg *config.Config, server, operator st
 	} else {
 		fmt.Fprintln(stdout, "No gateway is running: the lockout is in the state file and holds from the next start.")
 	}
-	fmt.Fprintf(stdout, "Physical actions on %s are refused until: mcp-gateway unlock %s --reason \"...\" -c %s\n", server, server, cfg.Path)
+	fmt.Fprintf(stdout, "Physical actions on %s are refused until: %s\n", server, pastable.Command("unlock", server, "--reason", "what was inspected"))
 	if cfg.Gateway.LockoutScope == config.LockoutGlobal {
 		fmt.Fprintln(stdout, "lockout_scope is global: every physical server is blocked while it holds.")
 	}
+	lockWarnings(stderr, res)
+}
+
+// lockWarnings says what of a lock is not on disk yet.
+func lockWarnings(stderr io.Writer, res gateway.LockResult) {
 	if res.LockoutError != "" {
 		fmt.Fprintf(stderr, "warning: the lockout is in force but not yet in the state file: %s\n", res.LockoutError)
 	}

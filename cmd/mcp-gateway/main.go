@@ -6,15 +6,16 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"syscall"
 
-	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/gateway"
 	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
 )
 
@@ -29,19 +30,19 @@ var commands = []command{
 	{"serve", "serve the gateway (streamable HTTP on gateway.listen, or stdio with --stdio)", runServe},
 	{"connect", "serve one MCP session on stdin/stdout for a running gateway at URL (for IDEs that launch a command)", runConnect},
 	{"agent", "run the built-in agent on a task over the governed tools (exit code: how the run ended)", runAgent},
-	{"tools", "start the upstreams and print the tool catalog (table, or --json)", runTools},
-	{"status", "show upstreams, halts and lockouts, physical calls in flight and pending approvals (from the running gateway, else the state file)", runStatus},
+	{"tools", "print the tool catalog: the running gateway's, else start the upstreams for it", runTools},
+	{"status", "show upstreams, halts and lockouts, physical calls in flight and pending approvals (exit 3 locked or halted, 4 a server down, 5 not running)", runStatus},
 	{"halt", "emergency stop: lock out every physical server, cancel its calls, send its stop tool (--reason required; audited)", runHalt},
 	{"lock", "lock out one physical server now, e.g. while a person is in the cell (--reason required; audited)", runLock},
 	{"unlock", "reset a server's lockout or halt after inspecting the robot (--reason required; audited)", runUnlock},
-	{"audit", "print the audit log (filters, --jsonl); \"audit export\" archives it as JSONL; \"audit verify\" checks its hash chain", runAudit},
+	{"audit", "print the audit log (filters); \"audit export\" archives it as JSONL; \"audit verify\" checks its hash chain", runAudit},
 	{"compact", "rewrite the state file without the space pruned audit records left (gateway stopped)", runCompact},
 	{"approvals", "list pending approval requests, approve or deny one", runApprovals},
 	{"pins", "list pinned tool definitions; accept a changed one after reviewing it (audited)", runPins},
 	{"policy", "policy test: run policy test cases against the configured rules", runPolicy},
 	{"check", "load and check a config file; print every problem", runCheck},
 	{"schema", "print the JSON Schema of the config file", runSchema},
-	{"version", "print the version", runVersion},
+	{"version", "print the version, the commit and when it was built (also --version)", runVersion},
 }
 
 // defaultMemoryLimit is the Go runtime's soft memory limit unless GOMEMLIMIT is set.
@@ -68,73 +69,81 @@ func main() {
 	}
 	// Commands printed for a person name the binary as it was invoked (internal/pastable).
 	pastable.SetBinary(os.Args[0])
+	// What MCP clients and status are told is what `version` prints.
+	gateway.Version = readVersion().Version
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
 		usage(stdout)
 		return 0
 	}
-	for _, c := range commands {
-		if c.name != args[0] {
-			continue
+	switch args[0] {
+	case "help", "-h", "--help":
+		if len(args) > 1 && args[0] == "help" {
+			// "mcp-gateway help status" is "mcp-gateway status --help".
+			return run(ctx, append(slices.Clone(args[1:]), "--help"), stdout, stderr)
 		}
-		err := c.run(ctx, args[1:], stdout, stderr)
-		var ee exitError
-		switch {
-		case err == nil:
-			return 0
-		case errors.Is(err, flag.ErrHelp):
-			return 0
-		case errors.As(err, &ee):
-			return ee.code
-		default:
-			fmt.Fprintf(stderr, "mcp-gateway %s: %v\n", c.name, err)
-			return 1
+		usage(stdout)
+		return 0
+	case "--version":
+		return run(ctx, append([]string{"version"}, args[1:]...), stdout, stderr)
+	}
+	c := findCommand(args[0])
+	if c == nil && strings.HasPrefix(args[0], "-") {
+		fmt.Fprintf(stderr, "mcp-gateway: %s is a flag; the command comes first (mcp-gateway status -c FILE); run \"mcp-gateway help\" for the list\n", args[0])
+		return 2
+	}
+	if c == nil {
+		fmt.Fprintf(stderr, "mcp-gateway: unknown command %q%s; run \"mcp-gateway help\" for the list\n", args[0], didYouMean(args[0], commandNames()))
+		return 2
+	}
+	err := c.run(ctx, args[1:], stdout, stderr)
+	var ee exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errHelp):
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		fmt.Fprintf(stderr, "mcp-gateway %s: %v\n", c.name, err)
+		return 1
+	}
+}
+
+func findCommand(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
 		}
 	}
-	fmt.Fprintf(stderr, "mcp-gateway: unknown command %q; run \"mcp-gateway help\" for the list\n", args[0])
-	return 2
+	return nil
+}
+
+func commandNames() []string {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	return names
 }
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "mcp-gateway: the governed MCP gateway in front of robots.")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Usage: mcp-gateway <command> [flags]")
+	fmt.Fprintln(w, "Usage: mcp-gateway <command> [arguments] [flags]")
 	fmt.Fprintln(w)
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run \"mcp-gateway <command> --help\" for a command's flags.")
-}
-
-// newFlags is a flag set that prints its usage to stderr and returns errors instead of exiting.
-func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: mcp-gateway %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// loadConfig loads the config file named by -c: without one it prints the command's usage
-// (exit 2); a config that does not load is printed with every problem (exit 1).
-func loadConfig(fs *flag.FlagSet, path string, stderr io.Writer) (*config.Config, error) {
-	if path == "" {
-		fs.Usage()
-		return nil, exitError{2}
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return nil, exitError{1}
-	}
-	pastable.SetConfig(cfg.Path)
-	return cfg, nil
+	fmt.Fprintln(w, "Flags go anywhere after the command. Commands that print data take -o table|json|jsonl.")
+	fmt.Fprintf(w, "The config is -c FILE (or --config FILE), else $%s, else ./%s.\n", configEnv, defaultConfigFile)
+	fmt.Fprintln(w, "Run \"mcp-gateway help <command>\" for a command's flags, and see docs/cli.md for the grammar,")
+	fmt.Fprintln(w, "the JSON output and every exit code.")
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/gateway"
+	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
@@ -21,36 +22,34 @@ import (
 // gateway an accepted tool is listed again at once; on the state file of a stopped gateway it is
 // listed from the next start.
 func runPins(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("pins", `pins list|accept SERVER[/TOOL] -c FILE [--json] [--operator NAME] [--addr HOST:PORT] [--token TOKEN]`, stderr)
+	fs := newFlags("pins", `pins list|accept SERVER[/TOOL] [-c FILE] [-o table|json|jsonl] [--operator NAME] [--addr HOST:PORT] [--token TOKEN]`, stdout, stderr)
 	o := addOpsFlags(fs)
-	asJSON := fs.Bool("json", false, "list: print the pins as JSON, with the pinned and the changed definitions")
+	fs.addOutput()
 	operator := fs.String("operator", defaultOperator(), "accept: who accepts the change, for the audit log")
-	pos, err := parseInterspersed(fs, args)
+	pos, err := fs.parse(args)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 || (pos[0] == "list" && len(pos) != 1) || (pos[0] == "accept" && len(pos) != 2) ||
 		(pos[0] != "list" && pos[0] != "accept") {
-		fmt.Fprintln(stderr, "pins needs list, or accept SERVER[/TOOL] (the tool's upstream name; without it every changed tool of the server)")
-		fs.Usage()
-		return exitError{2}
+		return fs.usageError("pins needs list, or accept SERVER[/TOOL] (the tool's upstream name; without it every changed tool of the server)")
 	}
-	cfg, err := o.loadConfig(fs, stderr)
+	cfg, err := fs.loadConfig()
 	if err != nil {
 		return err
 	}
 	if pos[0] == "list" {
-		return listPins(ctx, cfg, o, *asJSON, stdout)
+		return listPins(ctx, cfg, o, fs.output(), stdout)
 	}
 	server, tool, _ := strings.Cut(pos[1], "/")
 	op := strings.TrimSpace(*operator)
 	if op == "" {
 		op = "operator"
 	}
-	return acceptPins(ctx, cfg, o, server, tool, op, stdout, stderr)
+	return acceptPins(ctx, cfg, o, server, tool, op, fs.output(), stdout, stderr)
 }
 
-func listPins(ctx context.Context, cfg *config.Config, o *opsFlags, asJSON bool, stdout io.Writer) error {
+func listPins(ctx context.Context, cfg *config.Config, o *opsFlags, format string, stdout io.Writer) error {
 	list := []gateway.PinStatus{}
 	acc, err := openState(cfg, o, true)
 	switch {
@@ -70,10 +69,8 @@ func listPins(ctx context.Context, cfg *config.Config, o *opsFlags, asJSON bool,
 			return err
 		}
 	}
-	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(list)
+	if format != formatTable {
+		return writeList(stdout, format, list)
 	}
 	printPins(stdout, cfg, list, acc != nil && acc.api != nil)
 	return nil
@@ -116,8 +113,8 @@ func printPins(w io.Writer, cfg *config.Config, list []gateway.PinStatus, runnin
 				fmt.Fprintf(w, "  changed description: %q\n", descriptionOf(p.PendingDefinition))
 			}
 		}
-		fmt.Fprintf(w, "\n%d tool(s) changed since they were pinned and are not served. --json shows both definitions in full.\n", len(changed))
-		fmt.Fprintf(w, "Review the changes, then: mcp-gateway pins accept SERVER/TOOL -c %s (or SERVER alone for all of its changed tools)\n", cfg.Path)
+		fmt.Fprintf(w, "\n%d tool(s) changed since they were pinned and are not served. -o json shows both definitions in full.\n", len(changed))
+		fmt.Fprintf(w, "Review the changes, then: %s (or SERVER alone for all of its changed tools)\n", pastable.Command("pins", "accept", "SERVER/TOOL"))
 	}
 	if len(withheld) > 0 {
 		fmt.Fprintln(w)
@@ -169,15 +166,22 @@ func descriptionOf(def json.RawMessage) string {
 	return d.Description
 }
 
-func acceptPins(ctx context.Context, cfg *config.Config, o *opsFlags, server, tool, operator string, stdout, stderr io.Writer) error {
+func acceptPins(ctx context.Context, cfg *config.Config, o *opsFlags, server, tool, operator, format string, stdout, stderr io.Writer) error {
 	what := server
 	if tool != "" {
 		what += "/" + tool
 	}
 	acc, err := openState(cfg, o, false)
-	if errors.Is(err, errNoStateFile) {
-		fmt.Fprintf(stderr, "nothing to accept for %s: %v\n", what, err)
+	nothing := func(err error) error {
+		hint := serverHint(cfg, server)
+		if hint == "" && tool != "" && acc != nil {
+			hint = pinHint(ctx, acc, server, tool)
+		}
+		fmt.Fprintf(stderr, "nothing to accept for %s: %v%s\n", what, err, hint)
 		return exitError{1}
+	}
+	if errors.Is(err, errNoStateFile) {
+		return nothing(err)
 	}
 	if err != nil {
 		return err
@@ -190,17 +194,21 @@ func acceptPins(ctx context.Context, cfg *config.Config, o *opsFlags, server, to
 			gateway.AcceptRequest{Tool: tool, Operator: operator}, &accepted)
 		var ae *apiError
 		if errors.As(err, &ae) && ae.status == http.StatusNotFound {
-			fmt.Fprintf(stderr, "nothing to accept for %s: %v\n", what, err)
-			return exitError{1}
+			return nothing(err)
 		}
 	} else {
 		var pins []store.Pin
 		pins, err = gateway.AcceptPendingPins(ctx, acc.st, cfg.Gateway.ToolNames, server, tool, operator, "state file")
 		if len(pins) == 0 && (errors.Is(err, gateway.ErrNothingPending) || errors.Is(err, store.ErrNotFound)) {
-			fmt.Fprintf(stderr, "nothing to accept for %s: %v\n", what, err)
-			return exitError{1}
+			return nothing(err)
 		}
 		accepted = gateway.PinStatuses(pins)
+	}
+	if format != formatTable {
+		if werr := writeList(stdout, format, accepted); werr != nil {
+			return werr
+		}
+		return err
 	}
 	for _, p := range accepted {
 		fmt.Fprintf(stdout, "%s/%s: changed definition accepted by %s (digest %s); recorded in the audit log.\n",

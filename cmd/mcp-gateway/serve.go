@@ -23,16 +23,16 @@ import (
 )
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "serve -c FILE [--stdio] [--listen ADDR] [--require-all] [--insecure-listen]", stderr)
-	file := fs.String("c", "", "config file (required)")
+	fs := newFlags("serve", "serve [-c FILE] [--stdio] [--listen ADDR] [--require-all] [--insecure-listen]", stdout, stderr)
+	fs.addConfig("")
 	stdio := fs.Bool("stdio", false, "serve one MCP session on stdin/stdout; HTTP is then off unless --listen is given")
 	listen := fs.String("listen", "", "serve HTTP on this address instead of gateway.listen")
 	requireAll := fs.Bool("require-all", false, "fail start-up when any upstream is not ready within its startup timeout")
 	insecureListen := fs.Bool("insecure-listen", false, "serve HTTP on an address other than loopback without auth.tokens: anyone who can reach it can call every tool")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.parseNone(args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(fs, *file, stderr)
+	cfg, err := fs.loadConfig()
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,10 +12,12 @@ import (
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/gateway"
+	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
 	"github.com/mcp-gateway/mcp-gateway/store"
+	"github.com/mcp-gateway/mcp-gateway/upstream"
 )
 
-// statusReport is what `status --json` prints: the gateway's status and whether it came from a
+// statusReport is what `status -o json` prints: the gateway's status and whether it came from a
 // running gateway. Without one there are no upstreams to report, only the state file's lockouts.
 type statusReport struct {
 	Running bool `json:"running"`
@@ -25,18 +26,47 @@ type statusReport struct {
 	noFile bool // the state file does not exist yet
 }
 
+// The exit codes of status besides 0 (all is well) and 1 and 2 (it could not tell; a mistake on
+// the command line), so that a script or a monitor can act on them (docs/cli.md). The first
+// that applies wins.
+const (
+	// statusLocked: a lockout or a halt is in force, from the running gateway or in the state
+	// file of a stopped one. The robot waits for an operator.
+	statusLocked = 3
+	// statusDown: the gateway runs, but a server is not ready (starting, or waiting to be
+	// started again after it failed).
+	statusDown = 4
+	// statusStopped: no gateway is running with this state_dir.
+	statusStopped = 5
+)
+
+// statusCode is the exit code of a status report.
+func statusCode(rep statusReport) int {
+	switch {
+	case rep.Halted || len(rep.Lockouts) > 0:
+		return statusLocked
+	case !rep.Running:
+		return statusStopped
+	}
+	for _, u := range rep.Upstreams {
+		if u.State != upstream.Ready.String() {
+			return statusDown
+		}
+	}
+	return 0
+}
+
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("status", "status -c FILE [--json] [--addr HOST:PORT] [--token TOKEN]", stderr)
+	fs := newFlags("status", "status [-c FILE] [-o table|json|jsonl] [--addr HOST:PORT] [--token TOKEN]\n\n"+
+		"Shows the upstreams, halts and lockouts, physical calls in flight and pending approvals of the\n"+
+		"running gateway, else the lockouts in the state file. Exit status: 0 all is well; 3 a lockout or a\n"+
+		"halt is in force; 4 a server is not ready; 5 no gateway is running; 1 the status could not be read.", stdout, stderr)
 	o := addOpsFlags(fs)
-	asJSON := fs.Bool("json", false, "print the status as JSON")
-	if err := fs.Parse(args); err != nil {
+	fs.addOutput()
+	if err := fs.parseNone(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return exitError{2}
-	}
-	cfg, err := o.loadConfig(fs, stderr)
+	cfg, err := fs.loadConfig()
 	if err != nil {
 		return err
 	}
@@ -44,12 +74,18 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+	if fs.output() == formatTable {
+		err = printStatus(stdout, cfg, rep)
+	} else {
+		err = writeJSON(stdout, fs.output(), rep)
 	}
-	return printStatus(stdout, cfg, rep)
+	if err != nil {
+		return err
+	}
+	if code := statusCode(rep); code != 0 {
+		return exitError{code}
+	}
+	return nil
 }
 
 // readStatus asks the running gateway, or reads the lockouts from the state file when none runs.
@@ -123,7 +159,7 @@ func printStatus(w io.Writer, cfg *config.Config, rep statusReport) error {
 		if cfg.Gateway.LockoutScope == config.LockoutGlobal {
 			fmt.Fprintln(w, "lockout_scope is global: every physical server is blocked while any lockout is active.")
 		}
-		fmt.Fprintf(w, "Inspect the robot, then: mcp-gateway unlock SERVER --reason \"what was inspected\" -c %s\n", cfg.Path)
+		fmt.Fprintf(w, "Inspect the robot, then: %s\n", pastable.Command("unlock", "SERVER", "--reason", "what was inspected"))
 	}
 	if len(rep.Physical) > 0 {
 		if err := printPhysical(w, rep.Physical, now); err != nil {
@@ -169,7 +205,7 @@ func printPendingApprovals(w io.Writer, a gateway.ApprovalsStatus, now time.Time
 	for _, r := range a.Requests {
 		fmt.Fprintf(w, "  %s: %s (principal %s), expires in %s\n", r.ID, r.Tool, orDash(r.Principal), r.Expires.Sub(now).Round(time.Second))
 	}
-	fmt.Fprintln(w, "Answer with: mcp-gateway approvals approve|deny ID")
+	fmt.Fprintf(w, "Answer with: %s, or deny\n", pastable.Command("approvals", "approve", "ID"))
 }
 
 // describeLockout is one line an operator can act on: "locked 3m12s ago by call X of tool Y

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,22 +19,26 @@ import (
 // API for the catalog it serves; otherwise it takes the state file itself for as long as it
 // runs the servers, so that no gateway can start beside it.
 func runTools(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("tools", "tools -c FILE [--json] [--addr HOST:PORT] [--token TOKEN]", stderr)
+	fs := newFlags("tools", "tools [-c FILE] [-o table|json|jsonl] [--addr HOST:PORT] [--token TOKEN]\n\n"+
+		"Prints the tools MCP clients see: the running gateway's catalog, else the catalog of the servers\n"+
+		"it starts for the purpose (never a physical one beside a running gateway). -o json has each\n"+
+		"tool's definition as clients see it in tools/list, with its server and settings.", stdout, stderr)
 	o := addOpsFlags(fs)
-	asJSON := fs.Bool("json", false, "print the tool definitions as MCP clients see them, as JSON")
-	if err := fs.Parse(args); err != nil {
+	fs.addOutput()
+	if err := fs.parseNone(args); err != nil {
 		return err
 	}
-	cfg, err := o.loadConfig(fs, stderr)
+	cfg, err := fs.loadConfig()
 	if err != nil {
 		return err
 	}
+	format := fs.output()
 	if physicalServers(cfg) != "" {
 		st, err := store.Open(cfg.Gateway.StateDir, store.Options{})
 		var locked *store.LockedError
 		switch {
 		case errors.As(err, &locked):
-			return toolsViaAPI(ctx, cfg, o, locked, *asJSON, stdout, stderr)
+			return toolsViaAPI(ctx, cfg, o, locked, format, stdout, stderr)
 		case err != nil:
 			return fmt.Errorf("%s would be started, and only the process that holds the state file may start a physical server; the state file cannot be opened: %w", physicalServers(cfg), err)
 		}
@@ -50,7 +53,7 @@ func runTools(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := g.Start(ctx); err != nil {
 		return err
 	}
-	if err := printTools(gateway.ToolStatuses(g.Catalog()), *asJSON, stdout); err != nil {
+	if err := printTools(gateway.ToolStatuses(g.Catalog()), format, stdout); err != nil {
 		return err
 	}
 	ready, waiting := g.Ready()
@@ -63,15 +66,15 @@ func runTools(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // toolsViaAPI prints the catalog of the gateway that holds the state file. It never starts a
 // server: one running beside that gateway's would be a second driver on the same robot.
-func toolsViaAPI(ctx context.Context, cfg *config.Config, o *opsFlags, locked *store.LockedError, asJSON bool, stdout, stderr io.Writer) error {
+func toolsViaAPI(ctx context.Context, cfg *config.Config, o *opsFlags, locked *store.LockedError, format string, stdout, stderr io.Writer) error {
 	api, err := newAdminClient(cfg, o, locked)
 	if err == nil {
 		var tools []gateway.ToolStatus
 		if err = api.getJSON(ctx, "/admin/tools", &tools); err == nil {
-			if !asJSON {
+			if format == formatTable {
 				fmt.Fprintf(stderr, "(the catalog of the running gateway at %s; no server was started)\n", api.base)
 			}
-			return printTools(tools, asJSON, stdout)
+			return printTools(tools, format, stdout)
 		}
 	}
 	fmt.Fprintf(stderr, "mcp-gateway tools: %v\n"+
@@ -97,23 +100,17 @@ func physicalServers(cfg *config.Config) string {
 	return "physical servers " + strings.Join(names, ", ")
 }
 
-// printTools prints the listed tools (neither hidden nor quarantined) as a table, or their
-// definitions as JSON.
-func printTools(all []gateway.ToolStatus, asJSON bool, stdout io.Writer) error {
-	var tools []gateway.ToolStatus
+// printTools prints the listed tools (neither hidden nor quarantined) as a table, or as JSON
+// with their definitions.
+func printTools(all []gateway.ToolStatus, format string, stdout io.Writer) error {
+	tools := []gateway.ToolStatus{}
 	for _, t := range all {
 		if !t.Hidden && !t.Quarantined && t.Definition != nil {
 			tools = append(tools, t)
 		}
 	}
-	if asJSON {
-		defs := make([]any, len(tools))
-		for i, t := range tools {
-			defs[i] = t.Definition
-		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(defs)
+	if format != formatTable {
+		return writeList(stdout, format, tools)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOOL\tSERVER\tUPSTREAM TOOL\tFLAGS\tDESCRIPTION")

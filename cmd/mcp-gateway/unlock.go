@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,26 +16,34 @@ import (
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
+// unlockOutput is what `unlock -o json` prints: what the running gateway answered, or what the
+// unlock did on the state file of a stopped gateway (nothing restarted there), and the servers
+// still locked out.
+type unlockOutput struct {
+	Running bool `json:"running"`
+	gateway.ResetResult
+	// AuditSeq is the unlock's audit record, when it is known (on the state file).
+	AuditSeq    uint64   `json:"audit_seq,omitempty"`
+	StillLocked []string `json:"still_locked"`
+}
+
 func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("unlock", `unlock SERVER --reason "what was inspected" -c FILE [--operator NAME] [--addr HOST:PORT] [--token TOKEN]`, stderr)
+	fs := newFlags("unlock", `unlock SERVER --reason "what was inspected" [-c FILE] [--operator NAME] [-o table|json|jsonl] [--addr HOST:PORT] [--token TOKEN]`, stdout, stderr)
 	o := addOpsFlags(fs)
 	reason := fs.String("reason", "", "what the operator inspected on the robot before resetting (required; kept in the audit log)")
 	operator := fs.String("operator", defaultOperator(), "who resets the lockout, for the audit log")
-	pos, err := parseInterspersed(fs, args)
+	fs.addOutput()
+	pos, err := fs.parse(args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		fmt.Fprintln(stderr, "unlock needs exactly one SERVER: the server whose lockout to reset")
-		fs.Usage()
-		return exitError{2}
+		return fs.usageError("unlock needs exactly one SERVER: the server whose lockout to reset")
 	}
 	if strings.TrimSpace(*reason) == "" {
-		fmt.Fprintln(stderr, "unlock needs --reason: say what was inspected on the robot; it is kept in the audit log")
-		fs.Usage()
-		return exitError{2}
+		return fs.usageError("unlock needs --reason: say what was inspected on the robot; it is kept in the audit log")
 	}
-	cfg, err := o.loadConfig(fs, stderr)
+	cfg, err := fs.loadConfig()
 	if err != nil {
 		return err
 	}
@@ -44,74 +51,107 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 	acc, err := openState(cfg, o, false)
 	if errors.Is(err, errNoStateFile) {
-		return notLocked(stderr, cfg, server)
+		return notLocked(cfg, server, nil)
 	}
 	if err != nil {
 		return err
 	}
 	defer acc.Close()
+	var out unlockOutput
 	if acc.api != nil {
-		return unlockViaAPI(ctx, acc.api, cfg, server, op, *reason, stdout, stderr)
+		out, err = unlockViaAPI(ctx, acc.api, cfg, server, op, *reason)
+	} else {
+		out, err = unlockFile(ctx, acc.st, cfg, server, op, *reason)
 	}
-	return unlockFile(ctx, acc.st, cfg, server, op, *reason, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if fs.output() != formatTable {
+		unlockWarnings(stderr, server, out)
+		return writeJSON(stdout, fs.output(), out)
+	}
+	printUnlock(stdout, stderr, cfg, server, op, *reason, out)
+	return nil
 }
 
 // unlockViaAPI asks the running gateway to reset the lockout; the gateway audits the reset and
 // restarts the upstream.
-func unlockViaAPI(ctx context.Context, api *adminClient, cfg *config.Config, server, operator, reason string, stdout, stderr io.Writer) error {
-	var res gateway.ResetResult
+func unlockViaAPI(ctx context.Context, api *adminClient, cfg *config.Config, server, operator, reason string) (unlockOutput, error) {
+	out := unlockOutput{Running: true}
 	err := api.doJSON(ctx, http.MethodPost, "/admin/lockouts/"+url.PathEscape(server)+"/reset",
-		gateway.ResetRequest{Reason: reason, Operator: operator}, &res)
+		gateway.ResetRequest{Reason: reason, Operator: operator}, &out.ResetResult)
 	var ae *apiError
 	if errors.As(err, &ae) && ae.status == http.StatusNotFound && strings.Contains(ae.msg, gateway.ErrNotLocked.Error()) {
-		return notLocked(stderr, cfg, server)
+		var rest []gateway.LockoutStatus
+		_ = api.getJSON(ctx, "/admin/lockouts", &rest) // only for the hint
+		return out, notLocked(cfg, server, lockoutsOf(rest))
 	}
 	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "server %s: %s cleared by %s.\n  It was %s\n", server, lockoutNoun(res.Cleared), operator, describeLockout(res.Cleared, time.Now()))
-	if res.AuditError != "" {
-		fmt.Fprintf(stderr, "warning: the reset is NOT yet in the audit log (%s); the gateway keeps it queued and writes it when the state file takes writes\n", res.AuditError)
-	} else {
-		fmt.Fprintf(stdout, "The reset is recorded in the audit log with the reason %q.\n", reason)
-	}
-	if res.Restarted {
-		fmt.Fprintf(stdout, "The gateway restarted server %s; physical actions on it are allowed again.\n", server)
-	} else {
-		fmt.Fprintf(stderr, "warning: the gateway could not restart server %s: %s; it keeps retrying (see mcp-gateway status)\n",
-			server, orDash(res.RestartError))
+		return out, err
 	}
 	var rest []gateway.LockoutStatus
 	if err := api.getJSON(ctx, "/admin/lockouts", &rest); err != nil {
-		return err
+		return out, err
 	}
-	stillLocked(stdout, cfg, lockoutsOf(rest))
-	return nil
+	out.StillLocked = serversOf(lockoutsOf(rest))
+	return out, nil
 }
 
 // unlockFile clears the lockout in the state file of a stopped gateway and audits the reset the
 // way the gateway does. The upstream is not running, so it starts fresh with the next gateway.
-func unlockFile(ctx context.Context, st *store.Store, cfg *config.Config, server, operator, reason string, stdout, stderr io.Writer) error {
+func unlockFile(ctx context.Context, st *store.Store, cfg *config.Config, server, operator, reason string) (unlockOutput, error) {
+	var out unlockOutput
 	cleared, ok, err := st.ClearLockout(server)
 	if err != nil {
-		return err
+		return out, err
 	}
 	if !ok {
-		return notLocked(stderr, cfg, server)
+		return out, notLocked(cfg, server, st.Lockouts())
 	}
+	out.Cleared = cleared
 	rec, err := st.Audit().AppendSync(context.WithoutCancel(ctx), store.Record{
 		Type: store.RecordOperator, Action: "unlock", Principal: operator, Server: server,
 		Tool: cleared.Tool, CallID: cleared.CallID, Reason: reason,
 		Detail: unlockFileDetail(cleared),
 	})
 	if err != nil {
-		return fmt.Errorf("the lockout of server %s is cleared, but its audit record could not be written: %w", server, err)
+		return out, fmt.Errorf("the lockout of server %s is cleared, but its audit record could not be written: %w", server, err)
 	}
-	fmt.Fprintf(stdout, "server %s: %s cleared by %s.\n  It was %s\n", server, lockoutNoun(cleared), operator, describeLockout(cleared, time.Now()))
-	fmt.Fprintf(stdout, "The reset is audit record %d, with the reason %q.\n", rec.Seq, reason)
-	fmt.Fprintf(stdout, "The gateway is not running: server %s starts fresh on the next gateway start.\n", server)
-	stillLocked(stdout, cfg, st.Lockouts())
-	return nil
+	out.AuditSeq = rec.Seq
+	out.StillLocked = serversOf(st.Lockouts())
+	return out, nil
+}
+
+// printUnlock says what the unlock cleared, that it is audited, whether the server restarted,
+// and what is still locked out.
+func printUnlock(stdout, stderr io.Writer, cfg *config.Config, server, operator, reason string, out unlockOutput) {
+	fmt.Fprintf(stdout, "server %s: %s cleared by %s.\n  It was %s\n", server, lockoutNoun(out.Cleared), operator, describeLockout(out.Cleared, time.Now()))
+	switch {
+	case !out.Running:
+		fmt.Fprintf(stdout, "The reset is audit record %d, with the reason %q.\n", out.AuditSeq, reason)
+		fmt.Fprintf(stdout, "The gateway is not running: server %s starts fresh on the next gateway start.\n", server)
+	case out.AuditError == "":
+		fmt.Fprintf(stdout, "The reset is recorded in the audit log with the reason %q.\n", reason)
+	}
+	if out.Running && out.Restarted {
+		fmt.Fprintf(stdout, "The gateway restarted server %s; physical actions on it are allowed again.\n", server)
+	}
+	unlockWarnings(stderr, server, out)
+	stillLocked(stdout, cfg, out.StillLocked)
+}
+
+// unlockWarnings says what of a reset through the running gateway did not happen yet.
+func unlockWarnings(stderr io.Writer, server string, out unlockOutput) {
+	if !out.Running {
+		return
+	}
+	if out.AuditError != "" {
+		fmt.Fprintf(stderr, "warning: the reset is NOT yet in the audit log (%s); the gateway keeps it queued and writes it when the state file takes writes\n", out.AuditError)
+	}
+	if !out.Restarted {
+		fmt.Fprintf(stderr, "warning: the gateway could not restart server %s: %s; it keeps retrying (see mcp-gateway status)\n",
+			server, orDash(out.RestartError))
+	}
 }
 
 // unlockFileDetail is the record's detail of an unlock on the state file: the gateway's, and how.
@@ -121,27 +161,25 @@ func unlockFileDetail(cleared store.Lockout) map[string]any {
 	return d
 }
 
-// notLocked reports a server without a lockout (exit 1), saying whether the config knows it.
-func notLocked(stderr io.Writer, cfg *config.Config, server string) error {
+// notLocked is the error of an unlock of a server without a lockout (exit 1), with the name it
+// most likely meant: a server locked out, else one of the config.
+func notLocked(cfg *config.Config, server string, locked []store.Lockout) error {
 	msg := fmt.Sprintf("server %s is not locked out; nothing to unlock", server)
-	if cfg.Server(server) == nil {
-		msg += fmt.Sprintf(" (and %s has no server named %q)", cfg.Path, server)
+	if names := serversOf(locked); len(names) > 0 {
+		msg += fmt.Sprintf("%s; locked out: %s", didYouMean(server, names), strings.Join(names, ", "))
+	} else if cfg.Server(server) == nil {
+		msg += fmt.Sprintf(" (and %s has no server named %q)%s", cfg.Path, server, didYouMean(server, serverNames(cfg)))
 	}
-	fmt.Fprintln(stderr, msg)
-	return exitError{1}
+	return errors.New(msg)
 }
 
 // stillLocked lists the lockouts left after an unlock: with global scope any one of them keeps
 // every physical server blocked.
-func stillLocked(w io.Writer, cfg *config.Config, rest []store.Lockout) {
+func stillLocked(w io.Writer, cfg *config.Config, rest []string) {
 	if len(rest) == 0 {
 		return
 	}
-	names := make([]string, len(rest))
-	for i, l := range rest {
-		names[i] = l.Server
-	}
-	fmt.Fprintf(w, "Still locked out: %s.", strings.Join(names, ", "))
+	fmt.Fprintf(w, "Still locked out: %s.", strings.Join(rest, ", "))
 	if cfg.Gateway.LockoutScope == config.LockoutGlobal {
 		fmt.Fprint(w, " With lockout_scope global, every physical server stays blocked until these are unlocked too.")
 	}
@@ -156,31 +194,19 @@ func lockoutsOf(ls []gateway.LockoutStatus) []store.Lockout {
 	return out
 }
 
+// serversOf names the servers of lockouts, never nil.
+func serversOf(ls []store.Lockout) []string {
+	names := make([]string, len(ls))
+	for i, l := range ls {
+		names[i] = l.Server
+	}
+	return names
+}
+
 // defaultOperator is the login name, which is what an operator would type anyway.
 func defaultOperator() string {
 	if u := os.Getenv("USER"); u != "" {
 		return u
 	}
 	return "operator"
-}
-
-// parseInterspersed parses flags that may come before or after the positional arguments
-// ("unlock robot --reason x"), which package flag alone stops at. Everything after "--" is
-// positional.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
 }
