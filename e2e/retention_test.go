@@ -151,7 +151,10 @@ func TestRetentionBoundsTheStateFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d calls: %d audit records kept (%d to %d); state.db %d bytes, %d after compact", calls, len(recs), recs[0].Seq, last, before.Size(), after.Size())
-	if after.Size() >= before.Size() || !strings.Contains(out, "compacted") {
+	// Compact never grows the file, and shrinks one that grew past bbolt's first allocation:
+	// how far it grew depends on how fast pruning kept up (slower under the race detector).
+	const firstAllocation = 256 << 10
+	if after.Size() > before.Size() || (before.Size() > firstAllocation && after.Size() >= before.Size()) || !strings.Contains(out, "compacted") {
 		t.Errorf("compact: %d -> %d bytes: %s", before.Size(), after.Size(), out)
 	}
 	out, _ = cliOK(t, "audit", "verify", "-c", cfg)
