@@ -20,6 +20,8 @@ import (
 type actionRequest struct {
 	Reason string `json:"reason"`
 	Tool   string `json:"tool"`
+	// Digest is the pending definition the page showed, for accept.
+	Digest string `json:"digest"`
 }
 
 func readAction(w http.ResponseWriter, r *http.Request) (actionRequest, bool) {
@@ -130,8 +132,11 @@ func (c *Console) serveAcceptPins(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	server := r.PathValue("server")
-	accepted, err := c.g.AcceptPins(server, req.Tool, sessionOf(r).principal.ID)
+	// Exactly what the page showed: a definition that changed again since is refused.
+	accepted, err := c.g.AcceptReviewedPins(server, req.Tool, req.Digest, sessionOf(r).principal.ID)
 	switch {
+	case errors.Is(err, store.ErrPendingChanged):
+		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error()})
 	case len(accepted) == 0 && (errors.Is(err, gateway.ErrNothingPending) || errors.Is(err, store.ErrNotFound)):
 		writeJSON(w, http.StatusNotFound, errorBody{Error: err.Error()})
 	case err != nil:

@@ -101,7 +101,7 @@ func (c *Console) routes() {
 		c.static.ServeHTTP(w, r)
 	})
 	m.HandleFunc("POST /console/login", c.serveLogin)
-	m.Handle("POST /console/logout", c.act(false, c.serveLogout))
+	m.Handle("POST /console/logout", c.ownSession(c.serveLogout))
 	m.Handle("GET /console/state", c.signedIn(c.serveState))
 	m.Handle("GET /console/events", c.signedIn(c.serveEvents))
 	m.Handle("GET /console/audit", c.signedIn(c.serveAudit))

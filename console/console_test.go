@@ -263,12 +263,17 @@ func TestBadSignInsAreRefusedAuditedAndRateLimited(t *testing.T) {
 	for range signinBurst - 2 {
 		f.login("still-not-a-token-really")
 	}
-	if resp := f.login(adminToken); resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("after %d refused sign-ins even a good token must wait: %d", signinBurst, resp.StatusCode)
+	if resp := f.login("yet-another-guess"); resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("after %d refused sign-ins a guess must wait: %d", signinBurst, resp.StatusCode)
+	}
+	// A person with a valid token is never kept out by others' bad sign-ins from the same
+	// address (a reverse proxy): they may need to HALT.
+	if resp := f.login(adminToken); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("a good token while guesses are throttled: %d", resp.StatusCode)
 	}
 	f.advance(signinWindow)
-	if resp := f.login(adminToken); resp.StatusCode != http.StatusSeeOther {
-		t.Errorf("after the window a good token signs in: %d", resp.StatusCode)
+	if resp := f.login("a-guess-after-the-window"); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("after the window a guess is checked again: %d", resp.StatusCode)
 	}
 }
 
@@ -419,6 +424,13 @@ func TestViewerSeesEverythingActsOnNothingButHalt(t *testing.T) {
 	if rec := f.lastRecord("halt"); rec == nil || rec.Principal != "victor" {
 		t.Errorf("halt audit record: %+v", rec)
 	}
+	// A viewer signs out of a shared tablet like anyone.
+	if code, out := f.post("/console/logout", map[string]string{}); code != http.StatusOK {
+		t.Fatalf("viewer sign-out: %d %v", code, out)
+	}
+	if resp, _ := f.get("/console/state"); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the viewer's session after signing out: %d", resp.StatusCode)
+	}
 }
 
 func TestViewerMayNotHaltWhenConfigured(t *testing.T) {
@@ -499,7 +511,23 @@ func TestChangedToolShowsItsDiffAsTextAndIsAccepted(t *testing.T) {
 		!strings.Contains(u.Main, `class="d add">&#43;   &#34;description&#34;: &#34;Move the arm. &lt;script&gt;`) {
 		t.Errorf("the diff lacks its removed and added lines:\n%s", u.Main)
 	}
-	if code, out := f.post("/console/api/pins/arm/accept", map[string]string{"tool": "move"}); code != http.StatusOK {
+	if !strings.Contains(u.Main, `data-digest="d2"`) {
+		t.Errorf("the accept button does not carry the digest of what it shows:\n%s", u.Main)
+	}
+	// The definition changes again after the page showed it: accepting what was shown is
+	// refused, and nothing is pinned.
+	if err := f.st.PutPin(store.Pin{Server: "arm", Tool: "move", Digest: "d1", Pinned: f.clock(),
+		Definition: json.RawMessage(`{"name":"move"}`), Pending: "d3",
+		PendingDefinition: json.RawMessage(`{"name":"move","description":"ALWAYS move to the shelf first."}`), Changed: f.clock()}); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := f.post("/console/api/pins/arm/accept", map[string]string{"tool": "move", "digest": "d2"}); code != http.StatusConflict {
+		t.Fatalf("accepting a definition that changed since it was shown: %d %v", code, out)
+	}
+	if p, _, _ := f.st.GetPin("arm", "move"); p.Digest != "d1" || p.Pending != "d3" {
+		t.Fatalf("a refused acceptance changed the pin: %+v", p)
+	}
+	if code, out := f.post("/console/api/pins/arm/accept", map[string]string{"tool": "move", "digest": "d3"}); code != http.StatusOK {
 		t.Fatalf("accept: %d %v", code, out)
 	}
 	if code, out := f.post("/console/api/pins/arm/accept", map[string]string{"tool": "move"}); code != http.StatusNotFound {

@@ -140,6 +140,15 @@ func (c *Console) signedIn(h http.HandlerFunc) http.Handler {
 // live session, its CSRF token (header X-CSRF-Token or form field csrf, compared in constant
 // time) and the role: admin, or for HALT (mayHalt) a viewer when console.viewer_may_halt.
 func (c *Console) act(mayHalt bool, h http.HandlerFunc) http.Handler {
+	return c.actIf(func(ss *session) bool { return ss.canAct() || (mayHalt && c.viewerMayHalt) }, h)
+}
+
+// ownSession is act for what every role may do to its own session: sign out.
+func (c *Console) ownSession(h http.HandlerFunc) http.Handler {
+	return c.actIf(func(*session) bool { return true }, h)
+}
+
+func (c *Console) actIf(may func(*session) bool, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !c.sameOrigin(r) {
 			writeJSON(w, http.StatusForbidden, errorBody{Error: "refused: this request does not come from a page of this console (Origin)"})
@@ -158,7 +167,7 @@ func (c *Console) act(mayHalt bool, h http.HandlerFunc) http.Handler {
 			writeJSON(w, http.StatusForbidden, errorBody{Error: "refused: the request lacks this session's CSRF token; reload the page"})
 			return
 		}
-		if !ss.canAct() && !(mayHalt && c.viewerMayHalt) {
+		if !may(ss) {
 			writeJSON(w, http.StatusForbidden, errorBody{Error: fmt.Sprintf("refused: %s signed in with role %s, which may look but not act", ss.principal.ID, config.RoleViewer)})
 			return
 		}
@@ -237,15 +246,19 @@ func (c *Console) serveLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ip := clientIP(r)
-	if ok, retry := c.signins.allow(ip); !ok {
+	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	p := c.g.Authenticate(c.creds, token)
+	// The throttle slows guessers down and never keeps out a person with a valid token: bad
+	// sign-ins from a shared address (a reverse proxy) must not lock an operator out of HALT.
+	// Tokens are long random strings, so checking one while throttled teaches a guesser nothing.
+	valid := p != nil && (p.HasRole(config.RoleAdmin) || p.HasRole(config.RoleViewer))
+	if ok, retry := c.signins.allow(ip); !ok && !valid {
 		c.log.Warn("console: sign-in throttled after too many refused attempts", "remote", ip)
 		w.Header().Set("Retry-After", fmt.Sprint(int(retry.Seconds())+1))
 		c.renderLogin(w, http.StatusTooManyRequests, fmt.Sprintf("Too many refused sign-ins: try again in %d s.", int(retry.Seconds())+1))
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
-	token := strings.TrimSpace(r.PostFormValue("token"))
-	p := c.g.Authenticate(c.creds, token)
 	switch {
 	case p == nil:
 		c.refuseSignin(w, r, ip, "", "the token is not valid for this gateway")

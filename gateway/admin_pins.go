@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcp-gateway/mcp-gateway/guards"
+	"github.com/mcp-gateway/mcp-gateway/internal/printable"
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
@@ -78,6 +79,9 @@ func WithWithheld(list []PinStatus, withheld []Withheld) []PinStatus {
 type AcceptRequest struct {
 	Tool     string `json:"tool"`
 	Operator string `json:"operator"`
+	// Digest, when given, is the pending definition the operator reviewed (pins list shows it):
+	// one that changed again since is refused with 409.
+	Digest string `json:"digest,omitempty"`
 }
 
 // registerPinRoutes serves GET /admin/pins and POST /admin/pins/{server}/accept.
@@ -99,8 +103,10 @@ func (g *Gateway) registerPinRoutes(mux *http.ServeMux) {
 			}
 		}
 		req.Operator = operatorOf(r, req.Operator)
-		accepted, err := g.AcceptPins(r.PathValue("server"), req.Tool, req.Operator)
+		accepted, err := g.AcceptReviewedPins(r.PathValue("server"), req.Tool, req.Digest, printable.Text(req.Operator))
 		switch {
+		case errors.Is(err, store.ErrPendingChanged):
+			writeError(w, http.StatusConflict, err.Error())
 		case len(accepted) == 0 && (errors.Is(err, ErrNothingPending) || errors.Is(err, store.ErrNotFound)):
 			writeError(w, http.StatusNotFound, err.Error())
 		case err != nil:

@@ -242,6 +242,17 @@ func describeChanges(parts []string) string {
 // tools/list_changed). It fails with ErrNothingPending when nothing was pending; the pins
 // accepted before an error are returned with it.
 func (g *Gateway) AcceptPins(server, tool string, operator string) ([]store.Pin, error) {
+	return g.AcceptReviewedPins(server, tool, "", operator)
+}
+
+// AcceptReviewedPins is AcceptPins of exactly the pending definition the operator reviewed
+// (its digest; "" accepts whatever is pending): a definition that changed again after the
+// review is refused with store.ErrPendingChanged, so that an acceptance never pins text nobody
+// saw. A digest needs a tool.
+func (g *Gateway) AcceptReviewedPins(server, tool, reviewed, operator string) ([]store.Pin, error) {
+	if reviewed != "" && tool == "" {
+		return nil, errors.New("a reviewed digest names one tool's definition: give the tool too")
+	}
 	st := g.opts.Store
 	if st == nil {
 		return nil, errors.New("this gateway runs without its state file, so it has no pins")
@@ -249,7 +260,7 @@ func (g *Gateway) AcceptPins(server, tool string, operator string) ([]store.Pin,
 	// Under the catalog lock, so that a rebuild running meanwhile cannot write back the pin as
 	// it read it before the acceptance.
 	g.syncMu.Lock()
-	accepted, err := AcceptPendingPins(context.Background(), st, g.config().Gateway.ToolNames, server, tool, operator, "")
+	accepted, err := acceptPendingPins(context.Background(), st, g.config().Gateway.ToolNames, server, tool, reviewed, operator, "")
 	g.syncMu.Unlock()
 	for _, p := range accepted {
 		g.log.Warn("changed tool definition accepted by an operator", "server", p.Server, "tool", p.Tool, "operator", operator, "digest", p.Digest)
@@ -265,6 +276,10 @@ func (g *Gateway) AcceptPins(server, tool string, operator string) ([]store.Pin,
 // (action pins_accept, the tool under its public name per naming, the new and previous digests,
 // and via when not ""). Tools that are served again show up with the next catalog rebuild.
 func AcceptPendingPins(ctx context.Context, st *store.Store, naming, server, tool, operator, via string) ([]store.Pin, error) {
+	return acceptPendingPins(ctx, st, naming, server, tool, "", operator, via)
+}
+
+func acceptPendingPins(ctx context.Context, st *store.Store, naming, server, tool, reviewed, operator, via string) ([]store.Pin, error) {
 	pins, err := st.ListPins(server)
 	if err != nil {
 		return nil, fmt.Errorf("reading the pins of server %s: %w", server, err)
@@ -295,7 +310,7 @@ func AcceptPendingPins(ctx context.Context, st *store.Store, naming, server, too
 	}
 	var accepted []store.Pin
 	for _, name := range names {
-		p, err := st.AcceptPin(server, name)
+		p, err := st.AcceptReviewedPin(server, name, reviewed)
 		if errors.Is(err, store.ErrNoPendingChange) {
 			err = fmt.Errorf("tool %s/%s: its change was accepted meanwhile: %w", server, name, ErrNothingPending)
 		}

@@ -144,6 +144,16 @@ func (s *Store) ListPins(server string) ([]Pin, error) {
 
 // AcceptPin implements [PinStore].
 func (s *Store) AcceptPin(server, tool string) (Pin, error) {
+	return s.AcceptReviewedPin(server, tool, "")
+}
+
+// ErrPendingChanged: the definition waiting for acceptance is not the one the operator reviewed.
+var ErrPendingChanged = errors.New("the pending definition changed since it was reviewed")
+
+// AcceptReviewedPin is AcceptPin of the pending definition whose digest is reviewed, in the same
+// transaction: when another change arrived after the operator looked ("" skips the check), it
+// fails with ErrPendingChanged and accepts nothing.
+func (s *Store) AcceptReviewedPin(server, tool, reviewed string) (Pin, error) {
 	var p Pin
 	err := s.update(func(tx *bolt.Tx) error {
 		b := serverPins(tx, server)
@@ -159,6 +169,9 @@ func (s *Store) AcceptPin(server, tool string) (Pin, error) {
 		}
 		if p.Pending == "" {
 			return fmt.Errorf("pin of %s/%s: %w", server, tool, ErrNoPendingChange)
+		}
+		if reviewed != "" && p.Pending != reviewed {
+			return fmt.Errorf("pin of %s/%s: %w (reviewed %.12s…, pending now %.12s…): review the new definition and accept again", server, tool, ErrPendingChanged, reviewed, p.Pending)
 		}
 		p.Digest, p.Definition = p.Pending, p.PendingDefinition
 		p.Pending, p.PendingDefinition, p.Changed = "", nil, time.Time{}

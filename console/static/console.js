@@ -78,7 +78,15 @@
     if (!window.EventSource) { poll(); return; }
     source = new EventSource("/console/events");
     source.addEventListener("state", e => { stopPolling(); setMode("live", "● LIVE"); apply(JSON.parse(e.data)); });
-    source.addEventListener("ping", () => { lastUpdate = Date.now(); if (mode !== "live") { stopPolling(); setMode("live", "● LIVE"); } });
+    source.addEventListener("ping", () => {
+      lastUpdate = Date.now();
+      if (mode === "live") return;
+      // Back after a stall: the header still says DISCONNECTED, and the server sends the state
+      // only when it changes, so fetch it now rather than keep showing the stale word.
+      const was = mode;
+      stopPolling(); setMode("live", "● LIVE");
+      if (was === "disconnected") poll();
+    });
     source.addEventListener("expired", () => { location.href = "/console/"; });
     source.onerror = () => {
       source.close(); source = null;
@@ -222,7 +230,7 @@
       case "accept":
         ask({title: "Accept the new definition of " + d.server + "/" + d.tool + "?", ok: "Accept", reason: "none",
           body: [para("Models will read the new description and schema shown in the difference. Accept only what you have read.")],
-          path: "/console/api/pins/" + enc(d.server) + "/accept", body_extra: {tool: d.tool}});
+          path: "/console/api/pins/" + enc(d.server) + "/accept", body_extra: {tool: d.tool, digest: d.digest}});
         break;
       case "reload":
         ask({title: "Reload the config file?", ok: "Reload", reason: "none",
