@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-gateway/mcp-gateway/internal/printable"
 	"github.com/mcp-gateway/mcp-gateway/gateway"
 	"github.com/mcp-gateway/mcp-gateway/governor"
 	"github.com/mcp-gateway/mcp-gateway/store"
@@ -296,7 +297,7 @@ func prettyJSON(raw json.RawMessage, limit int) string {
 		b.Reset()
 		b.Write(raw)
 	}
-	s := strings.TrimSuffix(b.String(), "\n")
+	s := printable.InvisibleEscaped(strings.TrimSuffix(b.String(), "\n"))
 	if limit > 0 && len(s) > limit {
 		s = strings.ToValidUTF8(s[:limit], "") + "\n… (cut: the whole arguments are in the audit record)"
 	}

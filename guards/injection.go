@@ -3,8 +3,10 @@ package guards
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -27,6 +29,10 @@ import (
 //	fake_system_message   <system>, <|im_start|>, [INST], <<SYS>>, "### system:" and a line
 //	                      opening with "system:" or "assistant:"
 //	exfiltration          send/post/upload/forward … to/into … http(s)://…
+//	hidden_text           text a person cannot see but a model reads: Unicode tag characters
+//	                      (U+E0000–E007F, 0.9; a flag emoji's short tag sequence excepted) and
+//	                      bidirectional overrides and embeddings (U+202A–202E, 0.6), which show
+//	                      text in another order than it is read
 //
 // Findings are the phrases, each with its category, reported only when the score reaches the
 // threshold. Redaction replaces the whole text: an injection is not safely cut out word by word.
@@ -44,11 +50,12 @@ const (
 	catRole
 	catFakeSystem
 	catExfiltration
+	catHidden
 	numInjectionCategories
 )
 
 var injectionCategories = [numInjectionCategories]string{
-	"instruction_override", "system_prompt_reveal", "role_override", "fake_system_message", "exfiltration",
+	"instruction_override", "system_prompt_reveal", "role_override", "fake_system_message", "exfiltration", "hidden_text",
 }
 
 // injectionPhrases are word patterns: slots of alternative words separated by spaces, "[..N]"
@@ -234,6 +241,12 @@ func (g *injection) Scan(_ context.Context, text string) ([]Span, error) {
 		}
 		i = j
 	}
+	if hidden := hiddenText(text); len(hidden) > 0 {
+		for _, h := range hidden {
+			best[catHidden] = max(best[catHidden], h.weight)
+		}
+		found = mergeSpans(found, hidden)
+	}
 	if len(found) == 0 {
 		return nil, nil
 	}
@@ -403,4 +416,65 @@ func (s *slot) matchWord(text string, i, j int) int {
 		}
 	}
 	return 0
+}
+
+type hiddenSpan struct {
+	start, end int
+	weight     float64
+}
+
+// flagTags is the most tag characters a subdivision flag emoji carries after its black flag
+// (U+1F3F4): up to six letters and the cancel tag (🏴 g b e n g ␡ is England's).
+const flagTags = 7
+
+// hiddenText finds the hidden_text spans of text: runs of tag characters (but the tag sequence
+// of a flag emoji) and bidirectional overrides and embeddings. Text without their lead bytes is
+// not decoded.
+func hiddenText(text string) []hiddenSpan {
+	if !strings.Contains(text, "\xf3\xa0") && !strings.Contains(text, "\xe2\x80") {
+		return nil
+	}
+	var out []hiddenSpan
+	for i := 0; i < len(text); {
+		r, size := utf8.DecodeRuneInString(text[i:])
+		switch {
+		case r >= 0xE0000 && r <= 0xE007F:
+			start, n := i, 0
+			for i < len(text) {
+				r, size := utf8.DecodeRuneInString(text[i:])
+				if r < 0xE0000 || r > 0xE007F {
+					break
+				}
+				i += size
+				n++
+			}
+			flag := n <= flagTags && strings.HasSuffix(text[:start], "\U0001F3F4") && strings.HasSuffix(text[:i], "\U000E007F")
+			if !flag {
+				out = append(out, hiddenSpan{start, i, 0.9})
+			}
+			continue
+		case r >= 0x202A && r <= 0x202E:
+			out = append(out, hiddenSpan{i, i + size, 0.6})
+		}
+		i += size
+	}
+	return out
+}
+
+// mergeSpans adds the hidden_text spans to found (both in order), keeping the order and leaving
+// out a span that overlaps one before it.
+func mergeSpans(found []Span, hidden []hiddenSpan) []Span {
+	all := make([]Span, 0, len(found)+len(hidden))
+	all = append(all, found...)
+	for _, h := range hidden {
+		all = append(all, Span{Start: h.start, End: h.end, Category: injectionCategories[catHidden], Label: LabelUntrusted})
+	}
+	slices.SortStableFunc(all, func(a, b Span) int { return a.Start - b.Start })
+	out := all[:0]
+	for _, sp := range all {
+		if len(out) == 0 || out[len(out)-1].End <= sp.Start {
+			out = append(out, sp)
+		}
+	}
+	return out
 }

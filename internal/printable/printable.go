@@ -12,8 +12,10 @@ import (
 )
 
 // Text is s with invalid UTF-8 replaced by U+FFFD and every control character (C0, DEL, C1,
-// including newline and tab) written as a Go escape (\n, \t, \x1b, \u0085), so that it shows
-// as one line and as what it is.
+// including newline and tab) and every invisible format character (bidirectional overrides,
+// zero-width characters, Unicode tags) written as an escape (\n, \t, \x1b, \u0085, \u202e,
+// \U000e0049), so that it shows as one line and as what it is: a right-to-left override cannot
+// reverse the text after it, and instructions in tag characters do not hide.
 func Text(s string) string {
 	if Clean(s) {
 		return s
@@ -31,8 +33,8 @@ func Text(s string) string {
 			b.WriteString(`\t`)
 		case r < 0x80 && unicode.IsControl(r):
 			fmt.Fprintf(&b, `\x%02x`, r)
-		case unicode.IsControl(r):
-			fmt.Fprintf(&b, `\u%04x`, r)
+		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
+			writeEscape(&b, r)
 		default:
 			b.WriteRune(r)
 		}
@@ -48,11 +50,37 @@ func Clean(s string) bool {
 				return false
 			}
 			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size <= 1 || unicode.IsControl(r) {
+			if r == utf8.RuneError && size <= 1 || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
 				return false
 			}
 			i += size - 1
 		}
 	}
 	return true
+}
+
+// InvisibleEscaped is s with only its invisible format characters (Unicode category Cf:
+// bidirectional controls, zero-width characters, tags) escaped, for text whose line breaks
+// stay (a JSON document shown as it is): \u202e, \U000e0049.
+func InvisibleEscaped(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return unicode.Is(unicode.Cf, r) }) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.Is(unicode.Cf, r) {
+			writeEscape(&b, r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func writeEscape(b *strings.Builder, r rune) {
+	if r > 0xFFFF {
+		fmt.Fprintf(b, `\U%08x`, r)
+		return
+	}
+	fmt.Fprintf(b, `\u%04x`, r)
 }

@@ -19,3 +19,18 @@ func TestText(t *testing.T) {
 		}
 	}
 }
+
+func TestInvisibleCharactersAreShown(t *testing.T) {
+	for in, want := range map[string]string{
+		"lock\u202Elive":            `lock\u202elive`,
+		"Safe.\U000E0049\U000E0067": `Safe.\U000e0049\U000e0067`,
+		"zero\u200Bwidth":           `zero\u200bwidth`,
+	} {
+		if got := Text(in); got != want {
+			t.Errorf("Text(%q) = %q, want %q", in, got, want)
+		}
+		if got := InvisibleEscaped(in + "\n"); got != want+"\n" {
+			t.Errorf("InvisibleEscaped(%q) = %q", in, got)
+		}
+	}
+}
