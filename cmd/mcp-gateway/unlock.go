@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -134,7 +135,15 @@ func printUnlock(stdout, stderr io.Writer, cfg *config.Config, server, operator,
 		fmt.Fprintf(stdout, "The reset is recorded in the audit log with the reason %q.\n", reason)
 	}
 	if out.Running && out.Restarted {
-		fmt.Fprintf(stdout, "The gateway restarted server %s; physical actions on it are allowed again.\n", server)
+		switch {
+		case slices.Contains(out.StillLocked, server):
+			// A call that ended unknown meanwhile (a stop tool that hung, say) locked it again.
+			fmt.Fprintf(stdout, "The gateway restarted server %s, but it is locked out again (see below and mcp-gateway status).\n", server)
+		case len(out.StillLocked) > 0 && cfg.Gateway.LockoutScope == config.LockoutGlobal:
+			fmt.Fprintf(stdout, "The gateway restarted server %s; its lockout is cleared, but other lockouts still block it (below).\n", server)
+		default:
+			fmt.Fprintf(stdout, "The gateway restarted server %s; physical actions on it are allowed again.\n", server)
+		}
 	}
 	unlockWarnings(stderr, server, out)
 	stillLocked(stdout, cfg, out.StillLocked)
