@@ -398,6 +398,9 @@ func (g *Gateway) adminHandler() http.Handler {
 	g.registerOpsRoutes(mux)
 	g.registerPinRoutes(mux)
 	g.registerToolRoutes(mux)
+	if g.cfg.Gateway.Pprof {
+		registerPprof(mux)
+	}
 	return g.requireAdmin(mux)
 }
 
