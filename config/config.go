@@ -68,9 +68,9 @@ type Gateway struct {
 	// that has had no request in progress (a call, or a GET stream held open) for that long.
 	MaxSessions        int      `yaml:"max_sessions" json:"max_sessions,omitempty" jsonschema:"minimum=1,description=Stateful MCP sessions over HTTP at once; at the cap a new initialize gets 503 (default 256)."`
 	SessionIdleTimeout Duration `yaml:"session_idle_timeout" json:"session_idle_timeout,omitempty" jsonschema:"type=string,description=A session with no request in progress (no call and no open GET stream) for this long is closed such as 5m (default 5m)."`
+	MaxConnections     int      `yaml:"max_connections" json:"max_connections,omitempty" jsonschema:"minimum=4,description=HTTP client connections open at once; at the cap an idle or silent one is closed to admit a new one\\, and when all are busy the new one gets 503 (default 512; lowered to fit the process's open-file limit)."`
 	// Pprof serves Go's profiler at /admin/debug/pprof/, behind the admin token.
 	Pprof bool `yaml:"pprof" json:"pprof,omitempty" jsonschema:"description=Serve Go's profiler at /admin/debug/pprof/ behind the admin token (default off): CPU and heap profiles of the running gateway."`
-	MaxConnections     int      `yaml:"max_connections" json:"max_connections,omitempty" jsonschema:"minimum=4,description=HTTP client connections open at once; at the cap an idle or silent one is closed to admit a new one\\, and when all are busy the new one gets 503 (default 512; lowered to fit the process's open-file limit)."`
 }
 
 // Server is one upstream MCP server: a child process over stdio (Command) or a streamable HTTP
