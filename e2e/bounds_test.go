@@ -19,8 +19,11 @@ import (
 // soft memory limit of 256 MiB (it was about 800 MiB without one; docs/benchmarks.md).
 const bigResultPeakRSSBound = 384 << 20
 
-// peakRSS reads the peak resident set size of process pid, in bytes.
-func peakRSS(t *testing.T, pid int) int64 {
+// peakRSS reads the peak resident set size of process pid (VmHWM), in bytes.
+func peakRSS(t *testing.T, pid int) int64 { return procStatusBytes(t, pid, "VmHWM") }
+
+// procStatusBytes reads a size field (in kB) of /proc/PID/status, in bytes.
+func procStatusBytes(t *testing.T, pid int, field string) int64 {
 	t.Helper()
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -29,7 +32,7 @@ func peakRSS(t *testing.T, pid int) int64 {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
 			if err != nil {
 				t.Fatal(err)
@@ -37,7 +40,7 @@ func peakRSS(t *testing.T, pid int) int64 {
 			return kb << 10
 		}
 	}
-	t.Fatal("no VmHWM in /proc status")
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }
 

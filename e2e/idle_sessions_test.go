@@ -1,13 +1,9 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,26 +34,7 @@ func writeIdleConfig(t *testing.T, cfg, addr, idle, tools string) {
 }
 
 // rss reads the resident set size of process pid (VmRSS), in bytes.
-func rss(t *testing.T, pid int) int64 {
-	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Skipf("no /proc here to read the gateway's memory from: %v", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmRSS in /proc status")
-	return 0
-}
+func rss(t *testing.T, pid int) int64 { return procStatusBytes(t, pid, "VmRSS") }
 
 // abandonedSession opens a session as a client that then goes away without DELETE:
 // initialize, notifications/initialized, a tools/list, and, with stream, a GET stream whose
