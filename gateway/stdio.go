@@ -4,13 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-gateway/mcp-gateway/internal/msgline"
 )
 
 // strictStdio is the transport of `serve --stdio`: newline-delimited JSON-RPC on the process's
@@ -104,29 +105,9 @@ func (s *screenedLines) check(line []byte, tooLong bool) *refusal {
 	return ref
 }
 
-// readLine reads the next line without its newline (and a \r before it). A line longer than
-// the limit is read to its end and not kept (tooLong). At the end of stdin the last line, if
-// it has no newline, comes with io.EOF.
+// readLine reads the next line under the bound (internal/msgline).
 func (s *screenedLines) readLine() (line []byte, tooLong bool, err error) {
-	for {
-		chunk, err := s.br.ReadSlice('\n')
-		if !tooLong {
-			if int64(len(line)+len(chunk)) > s.limit+2 { // room for \r\n
-				tooLong, line = true, nil
-			} else {
-				line = append(line, chunk...)
-			}
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if tooLong {
-			return nil, true, err
-		}
-		line = bytes.TrimSuffix(line, []byte("\n"))
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		return line, false, err
-	}
+	return msgline.Read(s.br, s.limit)
 }
 
 // Close closes stdin.

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-gateway/mcp-gateway/internal/msgline"
 )
 
 // What connect reads and writes on the wire besides whole messages: the HTTP headers of MCP
@@ -209,26 +211,11 @@ func readAtMost(r io.Reader, limit int64) ([]byte, error) {
 // readLine reads one line without its line ending. A line over limit is read to its end and
 // dropped (errTooLarge). The last line of the input may come with io.EOF.
 func readLine(br *bufio.Reader, limit int) ([]byte, error) {
-	var line []byte
-	tooLong := false
-	for {
-		chunk, err := br.ReadSlice('\n')
-		if !tooLong {
-			if len(line)+len(chunk) > limit+2 { // room for \r\n
-				tooLong, line = true, nil
-			} else {
-				line = append(line, chunk...)
-			}
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if tooLong {
-			return nil, errTooLarge
-		}
-		line = bytes.TrimSuffix(line, []byte("\n"))
-		return bytes.TrimSuffix(line, []byte("\r")), err
+	line, tooLong, err := msgline.Read(br, int64(limit))
+	if tooLong {
+		return nil, errTooLarge
 	}
+	return line, err
 }
 
 // readEvents reads a text/event-stream body and hands the data of each message event to each
