@@ -2,10 +2,11 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"net/http"
+	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -21,6 +22,7 @@ import (
 // before the SDK closes it, and a POST that ends before its calls answered cancels them. The
 // cause says which (context.Cause), for the call's audit record and a withdrawn approval.
 type callerWatch struct {
+	seq      atomic.Uint64 // POST tokens
 	mu       sync.Mutex
 	posts    map[string]context.Context           // token → a POST's context
 	sessions map[string]map[*watchedCall]struct{} // session id → its calls in flight
@@ -49,7 +51,9 @@ func (w *callerWatch) watch(next http.Handler) http.Handler {
 				w.endSession(id)
 			}
 		case http.MethodPost:
-			token := rand.Text()
+			// Only this process reads it, and watch overwrites any a client sent: a counter
+			// is enough, no random token per request.
+			token := strconv.FormatUint(w.seq.Add(1), 36)
 			r.Header.Set(postTokenHeader, token)
 			w.mu.Lock()
 			if w.posts == nil {
