@@ -400,6 +400,10 @@ func (g *Gateway) adminHandler() http.Handler {
 	g.registerToolRoutes(mux)
 	if g.cfg.Gateway.Pprof {
 		registerPprof(mux)
+	} else {
+		mux.HandleFunc("/admin/debug/pprof/", func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusNotFound, "the profiler is off: set gateway.pprof: true in the config and restart the gateway")
+		})
 	}
 	return g.requireAdmin(mux)
 }

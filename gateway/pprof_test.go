@@ -29,8 +29,8 @@ func TestPprofIsOffUnlessEnabledAndBehindTheAdminToken(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	off, _, _ := cellGateway(t, newCellRobot(0), newHeldDispatcher())
-	if code, _ := get(off, "/admin/debug/pprof/", token); code != http.StatusNotFound {
-		t.Errorf("pprof without gateway.pprof: %d, want 404", code)
+	if code, body := get(off, "/admin/debug/pprof/", token); code != http.StatusNotFound || !strings.Contains(body, "gateway.pprof: true") {
+		t.Errorf("pprof without gateway.pprof: %d %s, want 404 saying how to turn it on", code, body)
 	}
 	on, _, _ := cellGateway(t, newCellRobot(0), newHeldDispatcher())
 	on.cfg.Gateway.Pprof = true
