@@ -167,3 +167,25 @@ approvals:
 		t.Errorf("the held drive reached the robot")
 	}
 }
+
+// TestUnlockSaysWhenTheServerIsLockedAgain: the halt's stop call hangs on the robot; the unlock
+// restarts the server, which ends that call with an unknown outcome and locks the robot out
+// again. unlock must say so, not that physical actions are allowed.
+func TestUnlockSaysWhenTheServerIsLockedAgain(t *testing.T) {
+	cfg, addr := writeHaltConfig(t, "1s", "100ms")
+	text := readFile(t, cfg)
+	if err := writeFile(cfg, strings.Replace(text, `"-brake-time"`, `"-hang-on", "stop", "-brake-time"`, 1)); err != nil {
+		t.Fatal(err)
+	}
+	startGateway(t, cfg, addr)
+	if _, errOut, code := cli(t, "halt", "--reason", "a person is in the cell", "-c", cfg); code != 1 {
+		t.Fatalf("a halt whose stop tool hangs must exit 1: %d %s", code, errOut)
+	}
+	out, _, _ := cli(t, "unlock", "robot", "--reason", "checked", "-c", cfg)
+	waitFor(t, 10*time.Second, "the robot locked out again", func() bool {
+		return len(haltStatusJSON(t, cfg).Lockouts) == 1
+	})
+	if strings.Contains(out, "allowed again") || !strings.Contains(out, "locked out again") {
+		t.Errorf("unlock says the robot may move and that it is still locked out:\n%s", out)
+	}
+}
