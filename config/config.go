@@ -71,7 +71,16 @@ type Gateway struct {
 	MaxConnections     int      `yaml:"max_connections" json:"max_connections,omitempty" jsonschema:"minimum=4,description=HTTP client connections open at once; at the cap an idle or silent one is closed to admit a new one\\, and when all are busy the new one gets 503 (default 512; lowered to fit the process's open-file limit)."`
 	// Pprof serves Go's profiler at /admin/debug/pprof/, behind the admin token.
 	Pprof bool `yaml:"pprof" json:"pprof,omitempty" jsonschema:"description=Serve Go's profiler at /admin/debug/pprof/ behind the admin token (default off): CPU and heap profiles of the running gateway."`
+	// FastPath serves tools/call on the gateway's own decode-once path, on both sides (a
+	// request of a client over HTTP, a call to a stdio server) where it applies
+	// (docs/design.md, "The fast path"); false sends every message through the MCP SDK. The
+	// protocol is the same either way: it is a setting to rule the fast path out when a bug is
+	// suspected, not a feature switch. Nil means on.
+	FastPath *bool `yaml:"fast_path" json:"fast_path,omitempty" jsonschema:"description=Serve tools/call on the gateway's own decode-once path where it applies (default true); false sends every message through the MCP SDK. The protocol is the same either way."`
 }
+
+// FastPathOn reports whether gateway.fast_path is on (the default).
+func (g *Gateway) FastPathOn() bool { return g.FastPath == nil || *g.FastPath }
 
 // Server is one upstream MCP server: a child process over stdio (Command) or a streamable HTTP
 // endpoint (URL). Its launch settings are trusted configuration and come only from this file.
