@@ -15,7 +15,7 @@ BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS    := -X github.com/mcp-gateway/mcp-gateway/gateway.Version=$(VERSION) \
 	-X main.commit=$(COMMIT) -X main.commitTime=$(COMMIT_TIME) -X main.modified=$(MODIFIED) -X main.buildDate=$(BUILD_DATE)
 
-.PHONY: all build run test unit e2e bench lint node-deps clean demo conformance conformance-deps killnine
+.PHONY: all build run test unit e2e bench bench-peers lint node-deps clean demo conformance conformance-deps killnine
 
 all: build
 
@@ -55,6 +55,16 @@ $(INSPECTOR_DIR)/node_modules/.package-lock.json: $(INSPECTOR_DIR)/package.json 
 ## bench: Go benchmarks of the hot paths and the end-to-end hop (see docs/benchmarks.md).
 bench: node-deps
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+
+## bench-peers: the gateway hop side by side with TBXark's ungoverned mcp-proxy and the echo
+## server directly, interleaved rounds in one run (issue 17; docs/benchmarks.md). Without
+## TBXARK_DIR (a checkout of github.com/TBXark/mcp-proxy) it measures the rest.
+BENCH_DIR  ?= ../shared/bench
+TBXARK_DIR ?=
+ROUNDS     ?= 3
+N          ?= 2000
+bench-peers:
+	$(GO) run ./e2e/benchpeers -bench-dir '$(BENCH_DIR)' -tbxark-dir '$(TBXARK_DIR)' -rounds $(ROUNDS) -n $(N)
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above are not formatted"; exit 1; }

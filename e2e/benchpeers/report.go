@@ -1,0 +1,140 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+func report(w io.Writer, e *env, peers []*peer, fsyncs []float64, took time.Duration) {
+	o := e.o
+	byKind := map[string]*peer{}
+	for _, p := range peers {
+		byKind[p.kind] = p
+	}
+	fs := median(fsyncs)
+	fmt.Fprintf(w, "\n%d interleaved rounds, %d calls per run (%d per 1 MB run), %d-session run for peak RSS; took %s.\n\n",
+		o.rounds, o.n, o.nMB, o.sessions, took.Round(time.Second))
+	fmt.Fprintf(w, "| peer | calls/s c=1 | calls/s c=8 | calls/s c=32 | p50 c=1 | CPU/call c=8 | idle RSS | peak RSS %d sessions | 1 MB p50 |\n", o.sessions)
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	for _, p := range peers {
+		cpu := "–"
+		if v := p.cpu[8]; len(v) > 0 {
+			cpu = fmt.Sprintf("%.0f µs", median(v))
+			if p.kind == "direct-stdio" || p.kind == "direct-http" {
+				cpu += " (server)"
+			}
+		}
+		idle, peak := "–", "–"
+		if p.idleKB > 0 {
+			idle = fmt.Sprintf("%.1f MB", mb(p.idleKB))
+		}
+		if p.peakKB > 0 {
+			peak = fmt.Sprintf("%.1f MB", mb(p.peakKB))
+		}
+		mbp := "–"
+		if len(p.mbP50) > 0 {
+			mbp = fmt.Sprintf("%.1f ms", median(p.mbP50)/1e3)
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f | %.0f µs | %s | %s | %s | %s |\n", p.name,
+			median(p.rps[1]), median(p.rps[8]), median(p.rps[32]), median(p.p50[1]), cpu, idle, peak, mbp)
+	}
+	fmt.Fprintf(w, "\nfdatasync of a 4 KB write on the disk under the gateways' state: median %.0f µs (%d samples, before and after the rounds).\n", fs, len(fsyncs))
+
+	fmt.Fprintln(w, "\nRatios (of the medians above):")
+	full, fullStdio, tbx := byKind["gw-full"], byKind["gw-full-stdio"], byKind["tbxark"]
+	line := func(what string, v float64, target string, met bool, extra string) {
+		m := "not met"
+		if met {
+			m = "met"
+		}
+		fmt.Fprintf(w, "- %s: **%.2f** (target %s): %s%s\n", what, v, target, m, extra)
+	}
+	noTBX := func(what string) { fmt.Fprintf(w, "- %s: TBXark was not given (TBXARK_DIR)\n", what) }
+	for _, c := range []int{8, 32} {
+		what := fmt.Sprintf("gateway-full / TBXark calls/s at c=%d", c)
+		if tbx == nil {
+			noTBX(what)
+			continue
+		}
+		v := median(full.rps[c]) / median(tbx.rps[c])
+		stretch := " (stretch 1.2: not met)"
+		if v >= 1.2 {
+			stretch = " (stretch 1.2: met)"
+		}
+		line(what, v, "≥ 1.0, stretch 1.2", v >= 1.0, stretch)
+	}
+	for _, c := range []int{1, 8, 32} {
+		v := median(fullStdio.rps[c]) / median(full.rps[c])
+		line(fmt.Sprintf("gateway-full over stdio / gateway-full over HTTP calls/s at c=%d", c), v, "≥ 1.0", v >= 1.0, "")
+	}
+	if tbx == nil || len(full.cpu[8]) == 0 || len(tbx.cpu[8]) == 0 {
+		noTBX("CPU per call at c=8, gateway-full / TBXark")
+	} else {
+		v := median(full.cpu[8]) / median(tbx.cpu[8])
+		line("CPU per call at c=8, gateway-full / TBXark", v, "≤ 1.0", v <= 1.0, "")
+	}
+	if tbx == nil {
+		noTBX("p50 at c=1, gateway-full / (1.1 × TBXark + one fdatasync)")
+	} else {
+		t := median(tbx.p50[1])
+		g := median(full.p50[1])
+		v := g / (1.1*t + fs)
+		line("p50 at c=1, gateway-full / (1.1 × TBXark + one fdatasync)", v, "≤ 1.0", v <= 1.0,
+			fmt.Sprintf(" (%.0f µs / (1.1 × %.0f µs + %.0f µs))", g, t, fs))
+		v2 := g / (1.1 * t)
+		line("the same without the fdatasync, gateway-full / (1.1 × TBXark)", v2, "≤ 1.0", v2 <= 1.0, "")
+	}
+	if tbx == nil {
+		noTBX(fmt.Sprintf("peak RSS at %d sessions, gateway-full / TBXark", o.sessions))
+	} else {
+		v := float64(full.peakKB) / float64(tbx.peakKB)
+		line(fmt.Sprintf("peak RSS at %d sessions, gateway-full / TBXark", o.sessions), v, "≤ 2.0", v <= 2.0, "")
+	}
+	for _, k := range []string{"gw-min", "gw-full"} {
+		p := byKind[k]
+		v := mb(p.idleKB)
+		m := "not met"
+		if v <= 25 {
+			m = "met"
+		}
+		fmt.Fprintf(w, "- idle RSS, %s: **%.1f MB** (target ≤ 25 MB): %s\n", p.name, v, m)
+	}
+	if tbx == nil || len(tbx.mbP50) == 0 {
+		noTBX("1 MB p50, gateway-full / TBXark")
+	} else {
+		v := median(full.mbP50) / median(tbx.mbP50)
+		line("1 MB p50, gateway-full / TBXark", v, "≤ 1.1", v <= 1.1, "")
+	}
+
+	fmt.Fprintln(w, "\nHow it was measured:")
+	fmt.Fprintln(w, "- Every bench invocation makes two runs of the calls after its warm-up; the figures are of the second. Each cell is the median over the rounds.")
+	fmt.Fprintln(w, "- HTTP peers: one session per worker. Stdio peers: one session (one pipe) shared by the workers.")
+	hz := fmt.Sprintf("%d ticks/s from getconf CLK_TCK", e.hz)
+	if !e.hzKnown {
+		hz = "assumed 100 ticks/s (getconf CLK_TCK failed)"
+	}
+	fmt.Fprintf(w, "- CPU per call: utime+stime of the proxy process from /proc/PID/stat (%s) over the second run, divided by its calls. For the gateway it is the gateway process alone, not its echo server child; for the direct rows it is the echo server's own.\n", hz)
+	fmt.Fprintf(w, "- Idle RSS: VmRSS of a fresh process %s after it was ready, before any MCP request. Peak RSS: VmHWM of that same process after %d sessions (one worker each) made %d calls, 0 errors.\n", o.settle, o.sessions, 5*o.sessions)
+	fmt.Fprintf(w, "- The generated gateway configs raise gateway.max_sessions and gateway.max_connections to %d (defaults 256 and 512) for the %d-session run, and rule r4 of the full config denies messages over 2,000,000 bytes instead of 100,000 so that the 1 MB run passes.\n", 2*o.sessions, o.sessions)
+
+	fmt.Fprintln(w, "\nPer round (calls/s; p50 µs at c=1; CPU µs/call at c=8; 1 MB p50 µs):")
+	fmt.Fprintln(w, "```")
+	for _, p := range peers {
+		fmt.Fprintf(w, "%-14s c=1 %s | c=8 %s | c=32 %s | p50 %s | cpu %s | 1MB %s\n", p.key,
+			nums(p.rps[1]), nums(p.rps[8]), nums(p.rps[32]), nums(p.p50[1]), nums(p.cpu[8]), nums(p.mbP50))
+	}
+	fmt.Fprintln(w, "```")
+}
+
+func nums(v []float64) string {
+	if len(v) == 0 {
+		return "–"
+	}
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprintf("%.0f", x)
+	}
+	return strings.Join(s, "/")
+}
