@@ -148,6 +148,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		OnToolsChanged:    func(server string) { g.refreshFrom(server) },
 		OnResourceUpdated: g.resourceUpdated,
 		Version:           Version,
+		FastPath:          cfg.Gateway.FastPathOn(),
 	}
 	var lockouts *governor.Lockouts
 	if opts.Store != nil {

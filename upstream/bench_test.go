@@ -102,3 +102,29 @@ func BenchmarkStdioRead(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCallStdio measures one call to a real stdio server, on the fast path (fastcall.go)
+// and on the SDK's, so that what each allocates per call is visible (-benchmem).
+func BenchmarkCallStdio(b *testing.B) {
+	args := json.RawMessage(`{"object": "cup", "speed": 0.5}`)
+	ctx := WithOrigin(context.Background(), &Origin{Capabilities: &mcp.ClientCapabilities{}})
+	for _, path := range []struct {
+		name string
+		fast bool
+	}{{"fast", true}, {"sdk", false}} {
+		b.Run(path.name, func(b *testing.B) {
+			m := NewManager([]config.Server{stdioServer(b, "tools")}, Options{FastPath: path.fast})
+			b.Cleanup(func() { _ = m.Close() })
+			if err := m.Start(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			u := m.All()[0]
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := u.Call(ctx, "echo", args, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

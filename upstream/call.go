@@ -85,8 +85,16 @@ func (u *Upstream) Call(ctx context.Context, name string, args json.RawMessage, 
 		params.SetProgressToken(token) // after Meta: it is kept in it
 	}
 	var res *mcp.CallToolResult
-	s, err := u.send(ctx, "call", func(cs *mcp.ClientSession) (err error) {
-		res, err = cs.CallTool(ctx, params)
+	s, err := u.send(ctx, "call", func(s *session) (err error) {
+		// A stdio server's call takes the fast path (fastcall.go) when it is on; it sends what
+		// CallTool would and answers as it would.
+		if c := u.fastConn(s); c != nil {
+			var sent bool
+			if res, sent, err = c.callTool(ctx, s, params); sent {
+				return err
+			}
+		}
+		res, err = s.cs.CallTool(ctx, params)
 		return err
 	})
 	switch {
@@ -100,10 +108,11 @@ func (u *Upstream) Call(ctx context.Context, name string, args json.RawMessage, 
 
 // send sends a request (what: "call" or "request", for messages) on the ready session, waiting
 // for one within ctx. A request the connection failed before sending waits for the restarted
-// session like any that arrives then. On success the log and progress messages the server sent
-// before its answer have been handled (order.go). The session is nil when nothing was sent
-// (the error then wraps ErrUnavailable); otherwise it is the one the request went to.
-func (u *Upstream) send(ctx context.Context, what string, request func(*mcp.ClientSession) error) (*session, error) {
+// session like any that arrives then. When the server answered, with a result or a JSON-RPC
+// error, the log and progress messages it sent before its answer have been handled (order.go).
+// The session is nil when nothing was sent (the error then wraps ErrUnavailable); otherwise it
+// is the one the request went to.
+func (u *Upstream) send(ctx context.Context, what string, request func(*session) error) (*session, error) {
 	for {
 		s := u.ready.Load()
 		if s == nil {
@@ -116,9 +125,13 @@ func (u *Upstream) send(ctx context.Context, what string, request func(*mcp.Clie
 			// It ended while the request waited (for its turn, say): nothing was sent.
 			return nil, fmt.Errorf("%w: server %q: %v before the %s could be sent", ErrUnavailable, u.cfg.Name, err, what)
 		}
-		err := request(s.cs)
-		if err == nil {
+		err := request(s)
+		if err == nil || !transportFailed(err) {
+			// An answer, a result or a JSON-RPC error: what the server sent before it is
+			// handled first.
 			s.notes.catchUp(ctx)
+		}
+		if err == nil {
 			return s, nil
 		}
 		if notSent(err) {

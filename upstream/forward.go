@@ -437,8 +437,8 @@ func forward[R any](ctx context.Context, u *Upstream, method string, request fun
 		defer u.origins.add(o)()
 	}
 	var res R
-	s, err := u.send(ctx, "request", func(cs *mcp.ClientSession) (err error) {
-		res, err = request(cs)
+	s, err := u.send(ctx, "request", func(s *session) (err error) {
+		res, err = request(s.cs)
 		return err
 	})
 	switch {

@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 }
 
 func runTestServer(mode string) int {
+	if mode == "diff" {
+		return runDiffServer()
+	}
 	if mode == "fail" {
 		fmt.Fprintln(os.Stderr, "cannot open serial port: device busy")
 		return 1

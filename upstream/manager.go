@@ -44,6 +44,11 @@ type Options struct {
 	// behind a call that timed out are refused too. It is not asked for calls marked WithStop
 	// or WithInspection, which stay allowed during a lockout.
 	Admit func(server string) error
+	// FastPath sends the tool calls to stdio servers on the gateway's own decode-once path
+	// (fastcall.go) instead of through the MCP SDK's client session: the same bytes are sent
+	// and the same results and errors returned, with a fraction of the allocation. HTTP
+	// servers always take the SDK's path. The gateway sets it from gateway.fast_path.
+	FastPath bool
 }
 
 // Manager supervises every configured upstream server.

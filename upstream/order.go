@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The SDK completes a call as soon as its response is read, but passes the notifications read
@@ -50,19 +49,13 @@ func (n *notes) catchUp(ctx context.Context) {
 	}
 }
 
-// orderedConn counts the log and progress notifications read off a stdio connection.
-type orderedConn struct {
-	mcp.Connection
-	notes *notes
-}
-
-func (c *orderedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	msg, err := c.Connection.Read(ctx)
+// count counts msg if it is a log or progress notification; the stdio connection calls it
+// before it hands msg on to the SDK.
+func (n *notes) count(msg jsonrpc.Message) {
 	if req, ok := msg.(*jsonrpc.Request); ok && !req.IsCall() {
 		switch req.Method {
 		case "notifications/message", "notifications/progress":
-			c.notes.read.Add(1)
+			n.read.Add(1)
 		}
 	}
-	return msg, err
 }

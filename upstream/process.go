@@ -48,7 +48,7 @@ func (u *Upstream) dialStdio(s *session) (mcp.Transport, error) {
 	}
 	s.proc = p
 	u.log.Info("upstream process started", "pid", p.cmd.Process.Pid)
-	return &stdioTransport{server: u.cfg.Name, limit: u.maxResultBytes(), log: u.log, stats: &u.output, r: p.stdout, w: p.stdin}, nil
+	return &stdioTransport{server: u.cfg.Name, limit: u.maxResultBytes(), log: u.log, stats: &u.output, r: p.stdout, w: p.stdin, notes: &s.notes}, nil
 }
 
 // process is one child of a stdio server, leader of its own process group.

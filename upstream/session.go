@@ -30,8 +30,9 @@ type session struct {
 	cs     *mcp.ClientSession
 	// release frees what dial acquired besides the child (idle HTTP connections); may be nil.
 	release func()
-	relist  chan struct{} // tools/list_changed arrived; capacity 1 coalesces bursts
-	notes   notes         // log and progress notifications of a stdio server, read and handled (order.go)
+	relist  chan struct{}       // tools/list_changed arrived; capacity 1 coalesces bursts
+	notes   notes               // log and progress notifications of a stdio server, read and handled (order.go)
+	impl    *mcp.Implementation // how the client introduced itself, as sent in the _meta of requests
 	// relistFeatures: resources or prompts list_changed arrived; capacity 1 coalesces bursts.
 	relistFeatures chan struct{}
 	wg             sync.WaitGroup // the session's goroutines
@@ -51,17 +52,12 @@ func (s *session) settle() {
 // sees the optional interfaces it implements.
 type connTransport struct {
 	mcp.Transport
-	conn  mcp.Connection
-	notes *notes // for a stdio server: count its notifications (order.go)
+	conn mcp.Connection
 }
 
 func (t *connTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	c, err := t.Transport.Connect(ctx)
 	t.conn = c
-	if err == nil && t.notes != nil {
-		// A stdio connection implements nothing beyond Connection that a client uses.
-		return &orderedConn{Connection: c, notes: t.notes}, nil
-	}
 	return c, err
 }
 
@@ -86,7 +82,8 @@ func (u *Upstream) connect(ctx context.Context) (*session, []*mcp.Tool, Features
 	if version == "" {
 		version = "dev"
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: clientName, Version: version}, &mcp.ClientOptions{
+	s.impl = &mcp.Implementation{Name: clientName, Version: version}
+	client := mcp.NewClient(s.impl, &mcp.ClientOptions{
 		Logger: u.log,
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			select {
@@ -127,9 +124,6 @@ func (u *Upstream) connect(ctx context.Context) (*session, []*mcp.Tool, Features
 	startCtx, cancel := context.WithTimeout(s.ctx, timeout)
 	defer cancel()
 	ct := &connTransport{Transport: t}
-	if s.proc != nil {
-		ct.notes = &s.notes
-	}
 	cs, err := client.Connect(startCtx, ct, &mcp.ClientSessionOptions{ProtocolVersion: u.cfg.ProtocolVersion})
 	s.conn = ct.conn
 	var tools []*mcp.Tool

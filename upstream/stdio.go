@@ -49,6 +49,10 @@ type stdioTransport struct {
 	stats  *outputStats
 	r      io.ReadCloser // the child's stdout
 	w      io.WriteCloser
+	// notes, if set, counts the log and progress notifications read (order.go): they are
+	// counted here, before they are handed to the SDK, so that a call answered on the fast
+	// path (fastcall.go), whose response never reaches the SDK, still waits for them.
+	notes *notes
 }
 
 func (t *stdioTransport) Connect(context.Context) (mcp.Connection, error) {
@@ -76,6 +80,8 @@ type stdioConn struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 	closeErr  error
+
+	fast fastCalls // the gateway's own tools/call requests in flight (fastcall.go)
 }
 
 func (c *stdioConn) SessionID() string { return "" }
@@ -107,14 +113,24 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err != nil {
 		return fmt.Errorf("marshaling message: %v", err)
 	}
-	data = append(data, '\n')
+	return c.writeLine(ctx, append(data, '\n'))
+}
+
+// writeLine writes one encoded message, with its newline, to the server's stdin.
+func (c *stdioConn) writeLine(ctx context.Context, line []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
-	_, err = c.t.w.Write(data)
+	_, err := c.t.w.Write(line)
 	return err
 }
 
 func (c *stdioConn) Close() error {
+	// What Read returns from now on (io.EOF) is what the SDK fails its calls in flight with;
+	// the gateway's fail with it first, before the read loop sees its stdout closed.
+	c.fast.fail(io.EOF)
 	c.closeOnce.Do(func() {
 		c.closeErr = errors.Join(c.t.r.Close(), c.t.w.Close())
 		close(c.closed)
@@ -134,13 +150,22 @@ func (c *stdioConn) deliver(r readResult) bool {
 }
 
 // readLoop reads the server's stdout line by line until it ends or the connection closes.
+// The answers to the gateway's own calls (fastcall.go) go to them, everything else to Read. When
+// it ends, the gateway's calls in flight fail with the error the SDK's fail with.
 func (c *stdioConn) readLoop(br *bufio.Reader) {
 	for {
 		line, err := c.readLine(br)
 		if line.data != nil || line.refused != nil {
 			for _, r := range c.handle(line) {
+				if r.err != nil {
+					c.fast.fail(r.err)
+				} else if c.fast.take(r.msg) {
+					continue
+				} else if c.t.notes != nil {
+					c.t.notes.count(r.msg)
+				}
 				if !c.deliver(r) {
-					return
+					return // closed: Close failed the gateway's calls
 				}
 				if r.err != nil {
 					return
@@ -148,6 +173,7 @@ func (c *stdioConn) readLoop(br *bufio.Reader) {
 			}
 		}
 		if err != nil {
+			c.fast.fail(err)
 			c.deliver(readResult{err: err})
 			return
 		}

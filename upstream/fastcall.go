@@ -1,0 +1,273 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The fast path (docs/design.md, "The fast path"): a tools/call to a stdio server is written
+// and its answer read by the gateway itself, on the stdioConn the SDK's client session runs
+// over, instead of by ClientSession.CallTool. The SDK decodes an answer three times (the
+// message, the result, the result's content), each time through a decoder that allocates a
+// buffer of 32 KiB; the gateway's connection has already split the message (decodeMessage), and
+// the result is decoded once (fastdecode.go). Everything else the connection carries (every
+// other request, notifications, the server's own requests) still goes to the SDK's session, so
+// progress and log notifications reach their handlers as before.
+//
+// What is written is the message the SDK would write for the same call, byte for byte but for
+// its id, and what a caller gets back (a result, an error, the cancellation sent when ctx
+// ends) is what ClientSession.CallTool gives; TestFastPathMatchesTheSDK holds it to that. An
+// HTTP server keeps the SDK's path: its connection (the SDK's streamable client) is not the
+// gateway's to read.
+
+// fastIDBase: the gateway's own requests have ids above it. The SDK's client numbers its
+// requests on a connection 1, 2, 3…; it would take it 2^50 requests to reach this range, so
+// the ids cannot collide. They stay integers below 2^53, which a server that reads ids as
+// JSON numbers into a float64 (JavaScript) holds exactly.
+const fastIDBase int64 = 1 << 50
+
+// notifyCancelledTimeout bounds sending notifications/cancelled, as the SDK's does.
+const notifyCancelledTimeout = 5 * time.Second
+
+// newProtocol is the first revision whose requests carry the client's protocol version,
+// implementation and capabilities in _meta (SEP-2575).
+const newProtocol = "2026-07-28"
+
+// errClientClosing is what the SDK says of a call made on a connection that is going away.
+var errClientClosing = &jsonrpc.Error{Code: codeClientClosing, Message: "client is closing"}
+
+// fastCalls are the gateway's own calls in flight on one connection, by id.
+type fastCalls struct {
+	mu      sync.Mutex
+	next    int64
+	waiting map[int64]chan *jsonrpc.Response
+	done    error // the connection's end: set, every call fails with it
+	broken  error // a write failed: new calls are not sent
+}
+
+// register reserves the next id.
+func (f *fastCalls) register() (int64, chan *jsonrpc.Response, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case f.done != nil:
+		return 0, nil, f.done
+	case f.broken != nil:
+		return 0, nil, f.broken
+	}
+	f.next++
+	id := fastIDBase + f.next
+	if f.waiting == nil {
+		f.waiting = make(map[int64]chan *jsonrpc.Response)
+	}
+	ch := make(chan *jsonrpc.Response, 1)
+	f.waiting[id] = ch
+	return id, ch, nil
+}
+
+// retire stops waiting for id's answer; one that arrives later is dropped.
+func (f *fastCalls) retire(id int64) {
+	f.mu.Lock()
+	delete(f.waiting, id)
+	f.mu.Unlock()
+}
+
+func (f *fastCalls) writeFailed(err error) {
+	f.mu.Lock()
+	if f.broken == nil {
+		f.broken = err
+	}
+	f.mu.Unlock()
+}
+
+// take hands a response to the gateway's call it answers. It reports whether msg was the
+// answer to one of the gateway's calls, in flight or not: those never go to the SDK.
+func (f *fastCalls) take(msg jsonrpc.Message) bool {
+	resp, ok := msg.(*jsonrpc.Response)
+	if !ok {
+		return false
+	}
+	id, ok := resp.ID.Raw().(int64)
+	if !ok || id <= fastIDBase {
+		return false
+	}
+	f.mu.Lock()
+	ch := f.waiting[id]
+	delete(f.waiting, id)
+	f.mu.Unlock()
+	if ch != nil {
+		ch <- resp // buffered, and sent to once
+	}
+	return true
+}
+
+// fail ends every call in flight with err, as the SDK ends its own when the connection is
+// lost, and every later one before it is sent. The first error stays.
+func (f *fastCalls) fail(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done != nil {
+		return
+	}
+	f.done = err
+	for id, ch := range f.waiting {
+		ch <- &jsonrpc.Response{ID: wireID(id), Error: err}
+	}
+	f.waiting = nil
+}
+
+// wireID is id as a JSON-RPC id, as it reads off the wire.
+func wireID(id int64) jsonrpc.ID {
+	v, _ := jsonrpc.MakeID(float64(id)) // exact: id < 2^53
+	return v
+}
+
+// fastConn is the connection of s that the fast path can send on, or nil.
+func (u *Upstream) fastConn(s *session) *stdioConn {
+	if !u.opts.FastPath || s.proc == nil {
+		return nil
+	}
+	c, _ := s.conn.(*stdioConn)
+	return c
+}
+
+// callTool sends a tools/call on c and waits for its answer, as s.cs.CallTool(ctx, params)
+// would. ok is false, with nothing sent, when the call must go through the SDK instead.
+func (c *stdioConn) callTool(ctx context.Context, s *session, params *mcp.CallToolParams) (res *mcp.CallToolResult, ok bool, err error) {
+	const method = "tools/call"
+	body, ok, err := encodeCallParams(s, params)
+	switch {
+	case !ok:
+		return nil, false, nil
+	case err != nil:
+		return nil, true, fmt.Errorf("calling %q: marshaling call parameters: %w", method, err)
+	}
+	id, answer, err := c.fast.register()
+	if err != nil {
+		// As the SDK says it of a connection whose reading or writing ended: not sent.
+		return nil, true, fmt.Errorf("%w: calling %q: %w: %w", mcp.ErrConnectionClosed, method, errClientClosing, err)
+	}
+	line := make([]byte, 0, len(body)+64)
+	line = append(line, `{"jsonrpc":"2.0","id":`...)
+	line = strconv.AppendInt(line, id, 10)
+	line = append(line, `,"method":"tools/call","params":`...)
+	line = append(line, body...)
+	line = append(line, "}\n"...)
+
+	var resp *jsonrpc.Response
+	if err := c.writeLine(ctx, line); err != nil {
+		c.fast.retire(id)
+		if ctx.Err() == nil {
+			c.fast.writeFailed(err)
+		}
+		resp = &jsonrpc.Response{ID: wireID(id), Error: err}
+	} else {
+		select {
+		case resp = <-answer:
+		case <-ctx.Done():
+		}
+	}
+	if closing := closingError(resp); closing != nil {
+		// The SDK takes an answer with the code of its own "client/server is closing" for the
+		// connection's end, whatever sent it, before it looks at ctx.
+		return nil, true, fmt.Errorf("%w: calling %q: %v", mcp.ErrConnectionClosed, method, closing)
+	}
+	if ctx.Err() != nil {
+		// Like the SDK, even when the answer came as ctx ended: the call is given up, the
+		// server told so off the caller's path, and the caller gets ctx's error.
+		c.fast.retire(id)
+		go c.notifyCancelled(context.WithoutCancel(ctx), id, ctx.Err())
+		return nil, true, ctx.Err()
+	}
+	if resp.Error != nil {
+		return nil, true, fmt.Errorf("calling %q: %w", method, resp.Error)
+	}
+	res, err = decodeCallToolResult(resp.Result)
+	if err != nil {
+		return nil, true, fmt.Errorf("calling %q: %w", method, err)
+	}
+	return res, true, nil
+}
+
+// The codes of the SDK's own errors for a connection that is going away.
+const (
+	codeClientClosing = -32003
+	codeServerClosing = -32004
+)
+
+// closingError is the error of resp if it carries one of those codes, or nil.
+func closingError(resp *jsonrpc.Response) error {
+	var wire *jsonrpc.Error
+	if resp == nil || !errors.As(resp.Error, &wire) || (wire.Code != codeClientClosing && wire.Code != codeServerClosing) {
+		return nil
+	}
+	return resp.Error
+}
+
+// notifyCancelled tells the server that the gateway gave up its call id.
+func (c *stdioConn) notifyCancelled(ctx context.Context, id int64, cause error) {
+	params, err := marshalNoEscape(&mcp.CancelledParams{Reason: cause.Error(), RequestID: id})
+	if err != nil {
+		return
+	}
+	line := make([]byte, 0, len(params)+80)
+	line = append(line, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":`...)
+	line = append(line, params...)
+	line = append(line, "}\n"...)
+	ctx, cancel := context.WithTimeout(ctx, notifyCancelledTimeout)
+	defer cancel()
+	_ = c.writeLine(ctx, line) // best effort, as the SDK's
+}
+
+// encodeCallParams is the params of the tools/call the SDK's client session would send for
+// params: arguments {} when there are none, and on MCP 2026-07-28 and later the protocol
+// version and the client's implementation added to _meta. ok is false when the SDK would add
+// what the gateway cannot know: the client's capabilities, which Origin.meta always sets.
+func encodeCallParams(s *session, params *mcp.CallToolParams) (body []byte, ok bool, err error) {
+	p := *params
+	if p.Arguments == nil {
+		p.Arguments = map[string]any{}
+	}
+	if init := s.cs.InitializeResult(); init != nil && init.ProtocolVersion >= newProtocol {
+		if _, has := p.Meta[mcp.MetaKeyClientCapabilities]; !has {
+			return nil, false, nil
+		}
+		_, hasVersion := p.Meta[mcp.MetaKeyProtocolVersion]
+		_, hasInfo := p.Meta[mcp.MetaKeyClientInfo]
+		if !hasVersion || (!hasInfo && s.impl != nil) {
+			m := make(mcp.Meta, len(p.Meta)+2)
+			for k, v := range p.Meta {
+				m[k] = v
+			}
+			if !hasVersion {
+				m[mcp.MetaKeyProtocolVersion] = init.ProtocolVersion
+			}
+			if !hasInfo && s.impl != nil {
+				m[mcp.MetaKeyClientInfo] = s.impl
+			}
+			p.Meta = m
+		}
+	}
+	body, err = marshalNoEscape(&p)
+	return body, true, err
+}
+
+// marshalNoEscape is json.Marshal without HTML escaping, as the SDK encodes messages.
+func marshalNoEscape(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
