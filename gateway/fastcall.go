@@ -111,6 +111,7 @@ func (f *fastPath) opened(ss *mcp.ServerSession, negotiated string, extra *mcp.R
 		s.user = extra.TokenInfo.UserID
 	}
 	if c := init.Capabilities; c != nil {
+		//lint:ignore SA1019 sampling is deprecated from MCP 2026-07-28 on, still served and carried.
 		s.asks = c.Sampling != nil || c.Elicitation != nil
 	}
 	id := ss.ID()
@@ -277,6 +278,7 @@ func acceptsBoth(values []string) bool {
 // plainSession reports whether the client of session sid set no log level: its upstreams'
 // log messages are then passed to nobody, whichever path serves the call.
 func (f *fastPath) plainSession(sid string) bool {
+	//lint:ignore SA1019 logging is deprecated from MCP 2026-07-28 on, still served and carried.
 	level, _ := f.g.sessions.get(sid).logLevel.Load().(mcp.LoggingLevel)
 	return level == ""
 }

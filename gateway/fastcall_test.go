@@ -424,3 +424,86 @@ func TestFastPathAnswersAsTheSDK(t *testing.T) {
 		}
 	}
 }
+
+// benchWriter is a ResponseWriter reused across the iterations of a benchmark.
+type benchWriter struct {
+	h    http.Header
+	body bytes.Buffer
+	code int
+}
+
+func (w *benchWriter) Header() http.Header         { return w.h }
+func (w *benchWriter) Write(b []byte) (int, error) { return w.body.Write(b) }
+func (w *benchWriter) WriteHeader(code int)        { w.code = code }
+func (w *benchWriter) Flush()                      {}
+
+func (w *benchWriter) reset() {
+	clear(w.h)
+	w.body.Reset()
+	w.code = 0
+}
+
+// rewindBody is a request body read again from its start each iteration.
+type rewindBody struct {
+	data []byte
+	at   int
+}
+
+func (b *rewindBody) Read(p []byte) (int, error) {
+	if b.at >= len(b.data) {
+		return 0, io.EOF
+	}
+	n := copy(p, b.data[b.at:])
+	b.at += n
+	return n, nil
+}
+
+func (b *rewindBody) Close() error { return nil }
+
+// BenchmarkHotPath is one tools/call through the gateway's handler in process, on a session,
+// to a real stdio upstream (the echo server): the door's read and screen, the decode, the
+// chain with its audit record, the write to the upstream and the decode of its result, and the
+// encoding of the answer. fast is gateway.fast_path.
+func BenchmarkHotPath(b *testing.B) {
+	for _, fast := range []bool{true, false} {
+		b.Run(fmt.Sprintf("fast_path=%v", fast), func(b *testing.B) {
+			g, _ := fastGateway(b, fast)
+			h := g.Handler(nil)
+			w := &benchWriter{h: http.Header{}}
+			req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Mcp-Protocol-Version", fastVersion)
+			send := func(body string) {
+				req.Body, req.ContentLength = &rewindBody{data: []byte(body)}, int64(len(body))
+				w.reset()
+				h.ServeHTTP(w, req)
+			}
+			send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"` + fastVersion + `","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+			sid := w.h.Get("Mcp-Session-Id")
+			if sid == "" {
+				b.Fatalf("initialize: %d %s", w.code, w.body.String())
+			}
+			req.Header.Set("Mcp-Session-Id", sid)
+			send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			body := &rewindBody{data: []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo__say","arguments":{"target":"shelf","speed":0.5}}}`)}
+			req.ContentLength = int64(len(body.data))
+			want := `"id":7,"result":{"content":[{"type":"text","text":"{\"target\":\"shelf\",\"speed\":0.5}"}]`
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				body.at = 0
+				req.Body = body
+				w.reset()
+				h.ServeHTTP(w, req)
+			}
+			b.StopTimer()
+			if !strings.Contains(w.body.String(), want) {
+				b.Fatalf("answer: %d %s", w.code, w.body.String())
+			}
+			if served := g.fast.served.Load(); fast != (served > 0) {
+				b.Fatalf("fast_path=%v, and the fast path served %d calls", fast, served)
+			}
+		})
+	}
+}
