@@ -209,8 +209,17 @@ func carryPrincipal(next http.Handler) http.Handler {
 // callerOf is the principal of a tools/call and its roles: the one authenticated on the HTTP
 // request that carried it, or anonymous.
 func callerOf(req *mcp.CallToolRequest) (string, []string) {
-	if req.Extra != nil && req.Extra.TokenInfo != nil && req.Extra.TokenInfo.UserID != "" {
-		return req.Extra.TokenInfo.UserID, slices.Clone(req.Extra.TokenInfo.Scopes)
+	if req.Extra == nil {
+		return anonymous, nil
+	}
+	return callerOfToken(req.Extra.TokenInfo)
+}
+
+// callerOfToken is the principal and roles of the token an HTTP request was authenticated
+// with (nil: none), or anonymous.
+func callerOfToken(ti *auth.TokenInfo) (string, []string) {
+	if ti != nil && ti.UserID != "" {
+		return ti.UserID, slices.Clone(ti.Scopes)
 	}
 	return anonymous, nil
 }

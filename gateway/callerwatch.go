@@ -81,14 +81,23 @@ func (w *callerWatch) enter(ctx context.Context, req *mcp.CallToolRequest) (cont
 	if req.Session != nil {
 		id = req.Session.ID()
 	}
+	w.mu.Lock()
+	post := w.posts[req.Extra.Header.Get(postTokenHeader)]
+	w.mu.Unlock()
+	return w.join(ctx, post, id)
+}
+
+// join ties the context of a call to the context of the POST that carries it (nil: none
+// known) and to session id ("": none), as enter does.
+func (w *callerWatch) join(ctx context.Context, post context.Context, id string) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	call := &watchedCall{cancel: cancel}
 	unhook := func() bool { return false }
-	w.mu.Lock()
-	if post, ok := w.posts[req.Extra.Header.Get(postTokenHeader)]; ok {
+	if post != nil {
 		unhook = context.AfterFunc(post, func() { cancel(errStreamClosed) })
 	}
 	if id != "" {
+		w.mu.Lock()
 		if w.sessions == nil {
 			w.sessions = map[string]map[*watchedCall]struct{}{}
 		}
@@ -96,8 +105,8 @@ func (w *callerWatch) enter(ctx context.Context, req *mcp.CallToolRequest) (cont
 			w.sessions[id] = map[*watchedCall]struct{}{}
 		}
 		w.sessions[id][call] = struct{}{}
+		w.mu.Unlock()
 	}
-	w.mu.Unlock()
 	return ctx, func() {
 		unhook()
 		if id != "" {

@@ -234,14 +234,16 @@ func offer[T any](want map[string]T, server func(string) string, prev map[string
 // origin is the downstream side of a request, for the upstream it is forwarded to. The log
 // level is the request's own (MCP 2026-07-28) or the one the session set.
 func (g *Gateway) origin(ctx context.Context, req mcp.Request) *upstream.Origin {
-	o := &upstream.Origin{Ctx: ctx}
-	if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
-		o.Session = ss
-	}
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	return g.originFor(ctx, ss, metaOf(req))
+}
+
+// originFor is the origin of a request of session ss (nil: none) whose _meta is meta.
+func (g *Gateway) originFor(ctx context.Context, ss *mcp.ServerSession, meta map[string]any) *upstream.Origin {
+	o := &upstream.Origin{Ctx: ctx, Session: ss}
 	g.screenOrigin(o)
 	// The capabilities as the request's _meta carries them (MCP 2026-07-28), undecoded: most
 	// requests never need them decoded, only passed on; or else the session's.
-	meta := metaOf(req)
 	if caps, ok := meta[mcp.MetaKeyClientCapabilities]; ok && caps != nil {
 		o.Capabilities = caps
 	}

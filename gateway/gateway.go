@@ -71,6 +71,7 @@ type Gateway struct {
 	inFlight  *inFlight
 	shutdown  shutdown    // refuses new calls and cancels late ones at shutdown (shutdown.go)
 	callers   callerWatch // cancels the calls of an HTTP client that left (callerwatch.go)
+	fast      fastPath    // tools/call from HTTP clients served without the SDK (fastcall.go)
 
 	guards       *GuardSets // in force; read and replaced under syncMu
 	guardMetrics *guards.Metrics
@@ -88,6 +89,8 @@ type Gateway struct {
 
 	syncMu sync.Mutex                 // serialises catalog rebuilds and the server's tool list
 	served map[string]json.RawMessage // public name → definition registered with server
+	// servedNames are the keys of served, for readers that must not wait for syncMu.
+	servedNames atomic.Pointer[map[string]bool]
 
 	callPrefix string
 	callSeq    atomic.Uint64
@@ -121,6 +124,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		g.metrics = chainMetrics{calls: governor.NewMetrics(opts.Registry), policies: governor.NewPolicyMetrics(opts.Registry)}
 	}
 	g.sessions = newSessions(g.liveSessions)
+	g.fast.g = g
+	g.fast.on = cfg.Gateway.FastPathOn() && cfg.Gateway.HTTPMode != config.HTTPModeStateless
 	engine := opts.Policies
 	if engine == nil {
 		var err error
@@ -178,7 +183,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 			SubscribeHandler:   g.subscribe,
 			UnsubscribeHandler: g.unsubscribe,
 		})
-	g.server.AddReceivingMiddleware(g.unlistedCalls, g.forwardRequests)
+	g.server.AddReceivingMiddleware(g.fast.sessions, g.unlistedCalls, g.forwardRequests)
 	return g, nil
 }
 
@@ -346,27 +351,22 @@ func (g *Gateway) Call(ctx context.Context, c *governor.Call) *governor.Outcome 
 
 // handleCall serves tools/call for every name, listed or not.
 func (g *Gateway) handleCall(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if res, ok := g.fast.claim(req); ok {
+		return res, nil // a call the fast path ran, whose result asks for input (fastcall.go)
+	}
 	ctx, left := g.callers.enter(ctx, req)
 	defer left()
 	principal, roles := callerOf(req)
 	if strings.HasPrefix(req.Params.RequestState, continuationPrefix) {
 		return g.resume(ctx, req, principal) // the answers to a suspended call's input requests
 	}
-	c := &governor.Call{
-		Name:      req.Params.Name,
-		Args:      req.Params.Arguments,
-		Principal: principal,
-		Roles:     roles,
-		Start:     time.Now(),
-	}
+	c := newCall(req.Params.Name, req.Params.Arguments, principal, roles)
 	if req.Session != nil {
 		c.Session = req.Session.ID()
 		if token := req.Params.GetProgressToken(); token != nil {
 			session := req.Session
 			c.Progress = func(p *mcp.ProgressNotificationParams) {
-				_ = session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-					ProgressToken: token, Progress: p.Progress, Total: p.Total, Message: p.Message,
-				})
+				_ = session.NotifyProgress(ctx, progressOf(token, p))
 			}
 		}
 	}
@@ -377,12 +377,29 @@ func (g *Gateway) handleCall(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	if g.needsBridge(req) {
 		return g.callSuspendable(ctx, c, o)
 	}
+	return g.runCall(ctx, req.Session, c, o)
+}
+
+// newCall is the governed call of a tools/call from a client: tool name, its arguments as they
+// arrived and the caller.
+func newCall(name string, args json.RawMessage, principal string, roles []string) *governor.Call {
+	return &governor.Call{Name: name, Args: args, Principal: principal, Roles: roles, Start: time.Now()}
+}
+
+// progressOf is the progress notification for a client that asked with token.
+func progressOf(token any, p *mcp.ProgressNotificationParams) *mcp.ProgressNotificationParams {
+	return &mcp.ProgressNotificationParams{ProgressToken: token, Progress: p.Progress, Total: p.Total, Message: p.Message}
+}
+
+// runCall runs c, from session ss (nil without one) with origin o, through the chain, and
+// is the answer to send: the result, or the JSON-RPC error a passthrough server gave.
+func (g *Gateway) runCall(ctx context.Context, ss *mcp.ServerSession, c *governor.Call, o *upstream.Origin) (*mcp.CallToolResult, error) {
 	ctx = upstream.WithOrigin(ctx, o)
 	out := g.Call(ctx, c)
 	if out.RPCError != nil {
 		return nil, out.RPCError
 	}
-	return freshResult(g.screenedCallResult(ctx, req.Session, c.Name, out.Result)), nil
+	return freshResult(g.screenedCallResult(ctx, ss, c.Name, out.Result)), nil
 }
 
 // freshResult is the result sent downstream, a new object: an upstream's _meta keys of the
@@ -408,13 +425,20 @@ func (g *Gateway) unlistedCalls(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method == "tools/call" {
 			if r, ok := req.(*mcp.CallToolRequest); ok {
-				if t, found := g.Resolve(r.Params.Name); !found || t.Hidden || t.Quarantine != "" {
+				if g.unlisted(r.Params.Name) {
 					return g.handleCall(ctx, r)
 				}
 			}
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// unlisted reports whether the MCP server does not list name (an unknown, hidden or quarantined
+// tool), so that unlistedCalls serves it.
+func (g *Gateway) unlisted(name string) bool {
+	t, found := g.Resolve(name)
+	return !found || t.Hidden || t.Quarantine != ""
 }
 
 // refresh rebuilds the catalog from the upstreams' current tool lists and brings the MCP
@@ -502,6 +526,11 @@ func (g *Gateway) syncServer(cat *Catalog, force string) (refused map[string]boo
 	if len(gone) > 0 {
 		g.server.RemoveTools(gone...)
 	}
+	names := make(map[string]bool, len(g.served))
+	for name := range g.served {
+		names[name] = true
+	}
+	g.servedNames.Store(&names)
 	return refused
 }
 

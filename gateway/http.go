@@ -88,7 +88,7 @@ func (g *Gateway) mcpHandler() http.Handler {
 	h = g.limitStreams(max(1, g.maxConnections()/2), h)
 	// Read after the token is checked: a request without one is refused before its body is
 	// read. A body read whole is screened (strict.go) before the SDK sees it.
-	h = readBody(g.maxBodyBytes(), g.bodyReadTimeout(), g.door("http").strictBody(mode), h)
+	h = readBody(g.maxBodyBytes(), g.bodyReadTimeout(), g.door("http").strictBody(mode, g.fastCalls(mode)), h)
 	if mode != config.HTTPModeStateful && mode != config.HTTPModeStateless { // auto, or "" in a config built in code
 		h = withRoute(h)
 	}
@@ -100,6 +100,7 @@ func (g *Gateway) mcpHandler() http.Handler {
 func (g *Gateway) statefulHandler() http.Handler {
 	g.sessionMetrics()
 	idle := newIdleSessions(g.sessionIdleTimeout(), g.endSession)
+	g.fast.idle = idle
 	return g.limitSessions(g.maxSessions(), idle.track(g.streamable(false)))
 }
 

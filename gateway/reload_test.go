@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 	if name := os.Getenv(featureServerEnv); name != "" {
 		os.Exit(runFeatureServer(name))
 	}
+	if os.Getenv(echoServerEnv) != "" {
+		os.Exit(runEchoServer())
+	}
 	os.Exit(m.Run())
 }
 

@@ -316,8 +316,9 @@ func (d *door) refused(r *refusal) {
 // message screen lets through, and without an Mcp-Session-Id, when the stateful handler is to
 // serve it, an initialize. In auto mode it chooses the handler as it reads the message
 // (statelessRevision, http.go). It answers a refusal itself and reports whether the request
-// goes on.
-func (d *door) strictBody(mode string) func(http.ResponseWriter, *http.Request, []byte) bool {
+// goes on. A message it lets through is offered to serve, when not nil, which reports whether
+// it answered it itself (fastcall.go); then it goes no further either.
+func (d *door) strictBody(mode string, serve func(http.ResponseWriter, *http.Request, doorMessage) bool) func(http.ResponseWriter, *http.Request, []byte) bool {
 	return func(w http.ResponseWriter, r *http.Request, body []byte) bool {
 		if r.Method != http.MethodPost {
 			return true
@@ -334,7 +335,7 @@ func (d *door) strictBody(mode string) func(http.ResponseWriter, *http.Request, 
 			}
 		}
 		if ref == nil {
-			return true
+			return serve == nil || !serve(w, r, m)
 		}
 		d.refused(ref)
 		answer := ref.encode()
