@@ -602,11 +602,11 @@ func (a *auditLog) moveAll() error {
 	}
 }
 
-// moveSome moves up to max of the oldest records the file holds in one transaction. Called
+// moveSome moves up to limit of the oldest records the file holds in one transaction. Called
 // with moveMu held.
-func (a *auditLog) moveSome(max int) (int, error) {
+func (a *auditLog) moveSome(limit int) (int, error) {
 	a.walMu.Lock()
-	batch := a.pending[:min(len(a.pending), max, moveTxRecords)]
+	batch := a.pending[:min(len(a.pending), limit, moveTxRecords)]
 	a.walMu.Unlock()
 	if len(batch) == 0 {
 		return 0, nil
