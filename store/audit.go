@@ -169,23 +169,49 @@ type auditLog struct {
 	// queued is the memory held by records queued and not yet committed; Append refuses
 	// records beyond auditQueueBytes, so a failing disk holds a bounded amount.
 	queued atomic.Int64
+
+	// wal is the write-ahead file (nil when read-only); pos, where the next frame goes, and
+	// frames, the buffer they are encoded in, are the writer's.
+	wal    *walFile
+	pos    int64
+	frames []byte
+	// walMu guards pending: the records synced to the write-ahead file and not yet in
+	// state.db, in order (read-only: the records the file holds). It is only appended to and
+	// cut from the front, never changed in place, so a reader may keep the slice it got.
+	walMu   sync.Mutex
+	pending []walEntry
+	// moveMu orders the moves into state.db (the mover's, the writer's when the file is full,
+	// the last one at close).
+	moveMu    sync.Mutex
+	movePoke  chan struct{}
+	moverQuit chan struct{}
+	moverDone chan struct{}
+	// failMove, when set (tests), fails every move into state.db with its error.
+	failMove atomic.Pointer[error]
 }
 
-func newAuditLog(s *Store, tail chainTail, wait time.Duration) *auditLog {
+func newAuditLog(s *Store, tail chainTail, wait time.Duration, wal *walFile, pending []walEntry) *auditLog {
 	a := &auditLog{
-		s:     s,
-		wait:  wait,
-		queue: make(chan auditItem, auditQueue),
-		quit:  make(chan struct{}),
-		done:  make(chan struct{}),
-		tail:  tail,
+		s:         s,
+		wait:      wait,
+		queue:     make(chan auditItem, auditQueue),
+		quit:      make(chan struct{}),
+		done:      make(chan struct{}),
+		tail:      tail,
+		wal:       wal,
+		pending:   pending,
+		movePoke:  make(chan struct{}, 1),
+		moverQuit: make(chan struct{}),
+		moverDone: make(chan struct{}),
 	}
 	if s.readOnly {
 		a.closed = true
 		close(a.done)
+		close(a.moverDone)
 		return a
 	}
 	go a.run()
+	go a.mover()
 	return a
 }
 
@@ -296,7 +322,9 @@ func (a *auditLog) close() error {
 	close(a.queue)
 	a.mu.Unlock()
 	<-a.done
-	return a.lost
+	close(a.moverQuit)
+	<-a.moverDone
+	return errors.Join(a.lost, a.closeWAL())
 }
 
 // run is the writer goroutine: it takes the first queued item, gathers more into a batch, and
@@ -415,13 +443,14 @@ func (a *auditLog) commitPart(batch []auditItem) {
 	}
 }
 
-// write seals each record onto the chain and puts the batch in one transaction. The chain tail
-// moves only when the transaction has committed.
+// write seals each record onto the chain and makes the batch durable: appended to the
+// write-ahead file with one sync, or, for a batch larger than the whole file, in one state.db
+// transaction after everything the file holds. The chain tail moves only once the batch is
+// durable.
 func (a *auditLog) write(batch []auditItem) (int, error) {
 	tail := a.tail
-	keys := make([][]byte, 0, len(batch))
-	values := make([][]byte, 0, len(batch))
-	var ends []string
+	entries := make([]walEntry, 0, len(batch))
+	need := int64(0)
 	for i := range batch {
 		if batch[i].flush {
 			continue
@@ -434,36 +463,217 @@ func (a *auditLog) write(batch []auditItem) (int, error) {
 			return 0, err
 		}
 		tail = chainTail{seq: r.Seq, hash: r.Hash}
-		keys = append(keys, seqKey(r.Seq))
-		values = append(values, value)
-		if r.EndsCall != "" {
-			ends = append(ends, r.EndsCall)
-		}
+		entries = append(entries, walEntry{seq: r.Seq, value: value, ends: r.EndsCall})
+		need += int64(frameSize(&entries[len(entries)-1]))
 	}
-	if len(keys) == 0 {
+	if len(entries) == 0 {
 		return 0, nil
 	}
-	err := a.s.db.Update(func(tx *bolt.Tx) error {
+	if a.wal == nil || need > a.wal.size {
+		if err := a.moveAll(); err != nil {
+			return 0, err
+		}
+		if err := a.s.putAudit(entries); err != nil {
+			return 0, err
+		}
+		a.tail = tail
+		return len(entries), nil
+	}
+	a.rewind()
+	if a.pos+need > a.wal.size {
+		// The file is full: move what it holds now, then start it again.
+		if err := a.moveAll(); err != nil {
+			return 0, fmt.Errorf("the audit write-ahead file %s is full and its records cannot be moved into the state file: %w", WALFileName, err)
+		}
+		a.rewind()
+	}
+	frames := a.frames[:0]
+	for i := range entries {
+		frames = appendFrame(frames, &entries[i], entries[0].seq)
+	}
+	if cap(frames) <= 1<<20 {
+		a.frames = frames
+	}
+	if err := a.wal.write(frames, a.pos); err != nil {
+		return 0, err
+	}
+	a.pos += need
+	a.walMu.Lock()
+	a.pending = append(a.pending, entries...)
+	n := len(a.pending)
+	a.walMu.Unlock()
+	a.tail = tail
+	if n >= moveRecords || a.pos > a.wal.size/2 {
+		select {
+		case a.movePoke <- struct{}{}:
+		default:
+		}
+	}
+	return len(entries), nil
+}
+
+// rewind starts the write-ahead file again from its start once everything in it is in
+// state.db. The frames left after the new ones are recognised on replay: their sequence
+// numbers do not follow.
+func (a *auditLog) rewind() {
+	a.walMu.Lock()
+	if len(a.pending) == 0 {
+		a.pos = 0
+	}
+	a.walMu.Unlock()
+}
+
+// Moving records from the write-ahead file into state.db.
+const (
+	// moveEvery is how often the mover moves what the file holds.
+	moveEvery = 50 * time.Millisecond
+	// moveRecords records in the file wake the mover before moveEvery.
+	moveRecords = 1024
+	// moveTxRecords caps the records in one move transaction.
+	moveTxRecords = 4096
+)
+
+// mover moves the records synced to the write-ahead file into state.db in the background,
+// every moveEvery or sooner when many wait, retrying with backoff while state.db refuses them:
+// meanwhile the file goes on taking records until it is full.
+func (a *auditLog) mover() {
+	defer close(a.moverDone)
+	t := time.NewTicker(moveEvery)
+	defer t.Stop()
+	backoff := time.Duration(0)
+	failing := false
+	for {
+		select {
+		case <-a.moverQuit:
+			return
+		case <-t.C:
+		case <-a.movePoke:
+		}
+		if backoff > 0 {
+			select {
+			case <-a.moverQuit:
+				return
+			case <-time.After(backoff):
+			}
+		}
+		err := a.movePass()
+		if err != nil {
+			if !failing {
+				a.s.log.Error("audit records cannot be moved from the write-ahead file into the state file; the write-ahead file keeps taking them until it is full",
+					"file", a.s.path, "wal", a.wal.path, "err", err)
+			}
+			failing = true
+			backoff = min(max(2*backoff, 10*time.Millisecond), auditRetryMax)
+			continue
+		}
+		if failing {
+			a.s.log.Warn("audit records are moved into the state file again", "file", a.s.path)
+		}
+		failing, backoff = false, 0
+	}
+}
+
+// movePass moves the records the file holds now; those synced meanwhile wait for the next.
+func (a *auditLog) movePass() error {
+	a.moveMu.Lock()
+	defer a.moveMu.Unlock()
+	a.walMu.Lock()
+	n := len(a.pending)
+	a.walMu.Unlock()
+	for n > 0 {
+		moved, err := a.moveSome(n)
+		if err != nil {
+			return err
+		}
+		n -= moved
+	}
+	return nil
+}
+
+// moveAll moves every record the file holds; the writer calls it, so none is added meanwhile.
+func (a *auditLog) moveAll() error {
+	a.moveMu.Lock()
+	defer a.moveMu.Unlock()
+	for {
+		moved, err := a.moveSome(moveTxRecords)
+		if err != nil || moved == 0 {
+			return err
+		}
+	}
+}
+
+// moveSome moves up to limit of the oldest records the file holds in one transaction. Called
+// with moveMu held.
+func (a *auditLog) moveSome(limit int) (int, error) {
+	a.walMu.Lock()
+	batch := a.pending[:min(len(a.pending), limit, moveTxRecords)]
+	a.walMu.Unlock()
+	if len(batch) == 0 {
+		return 0, nil
+	}
+	if errp := a.failMove.Load(); errp != nil {
+		return 0, *errp
+	}
+	if err := a.s.putAudit(batch); err != nil {
+		return 0, err
+	}
+	a.walMu.Lock()
+	a.pending = a.pending[len(batch):]
+	a.walMu.Unlock()
+	if a.s.pruner != nil {
+		a.s.pruner.wake()
+	}
+	return len(batch), nil
+}
+
+// closeWAL moves what the file still holds into state.db and empties the file. Records that
+// cannot be moved stay in it, synced, and are moved at the next Open.
+func (a *auditLog) closeWAL() error {
+	if a.wal == nil {
+		return nil
+	}
+	defer a.wal.close()
+	if err := a.moveAll(); err != nil {
+		a.walMu.Lock()
+		n := len(a.pending)
+		a.walMu.Unlock()
+		return fmt.Errorf("%d audit records stay in %s, which is synced: the state file %s did not take them (%w); the next start moves them", n, a.wal.path, a.s.path, err)
+	}
+	if err := a.wal.empty(); err != nil {
+		return fmt.Errorf("empty the audit write-ahead file %s (its records are in the state file, and the next start recognises them): %w", a.wal.path, err)
+	}
+	return nil
+}
+
+// overlay is the records that are durable but not (or, read-only, not known to be) in
+// state.db's audit bucket, in order. The caller must not change it.
+func (a *auditLog) overlay() []walEntry {
+	a.walMu.Lock()
+	defer a.walMu.Unlock()
+	return a.pending
+}
+
+// putAudit puts entries into the audit bucket in one transaction, removing the journal entry
+// of each physical call whose record it is.
+func (s *Store) putAudit(entries []walEntry) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketAudit)
 		// Keys only ever grow, so full pages waste no space and split less.
 		b.FillPercent = 1.0
-		for i := range keys {
-			if err := b.Put(keys[i], values[i]); err != nil {
+		for i := range entries {
+			if err := b.Put(seqKey(entries[i].seq), entries[i].value); err != nil {
 				return err
 			}
 		}
-		for _, id := range ends {
-			if err := deleteJournal(tx, id); err != nil {
-				return err
+		for i := range entries {
+			if entries[i].ends != "" {
+				if err := deleteJournal(tx, entries[i].ends); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		return 0, err
-	}
-	a.tail = tail
-	return len(keys), nil
 }
 
 // seal fills r.Hash and returns the bytes to store. Arguments that are not valid JSON are kept

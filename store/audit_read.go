@@ -75,13 +75,7 @@ func (s *Store) AuditScan(f AuditFilter, fn func(Record) bool) error {
 			recs []Record
 			done bool
 		)
-		err := s.view(func(tx *bolt.Tx) error {
-			b := tx.Bucket(bucketAudit)
-			if b == nil {
-				done = true
-				return nil
-			}
-			c := b.Cursor()
+		err := s.auditView(func(c *auditCursor) error {
 			k, v := c.Seek(seqKey(next))
 			for n := 0; k != nil && n < scanChunk; k, v = c.Next() {
 				n++
@@ -123,13 +117,7 @@ func (s *Store) auditLast(f AuditFilter) ([]Record, error) {
 	)
 	for len(out) < f.Limit {
 		done := false
-		err := s.view(func(tx *bolt.Tx) error {
-			b := tx.Bucket(bucketAudit)
-			if b == nil {
-				done = true
-				return nil
-			}
-			c := b.Cursor()
+		err := s.auditView(func(c *auditCursor) error {
 			var k, v []byte
 			if before == 0 {
 				k, v = c.Last()
@@ -175,11 +163,9 @@ func (s *Store) AuditLast() (Record, bool) {
 		r  Record
 		ok bool
 	)
-	err := s.view(func(tx *bolt.Tx) error {
-		if b := tx.Bucket(bucketAudit); b != nil {
-			if k, v := b.Cursor().Last(); k != nil {
-				r, ok = s.decodeRecord(k, v)
-			}
+	err := s.auditView(func(c *auditCursor) error {
+		if k, v := c.Last(); k != nil {
+			r, ok = s.decodeRecord(k, v)
 		}
 		return nil
 	})
@@ -231,13 +217,7 @@ func (s *Store) AuditVerify() (checked uint64, bad *VerifyError) {
 	start := expect
 	for {
 		done := false
-		err := s.view(func(tx *bolt.Tx) error {
-			b := tx.Bucket(bucketAudit)
-			if b == nil {
-				done = true
-				return nil
-			}
-			c := b.Cursor()
+		err := s.auditView(func(c *auditCursor) error {
 			if expect == start && pruned {
 				if first, _ := c.First(); first != nil && bytes.Compare(first, seqKey(start)) < 0 {
 					bad = &VerifyError{Seq: binary.BigEndian.Uint64(first), Reason: fmt.Sprintf(
@@ -325,4 +305,115 @@ func verifyRecord(seq uint64, value []byte, prev, link string) (hash, reason str
 		return "", "record's prev link does not match " + link
 	}
 	return claimed, ""
+}
+
+// auditCursor walks the audit bucket followed by the records that are durable in the
+// write-ahead file and not yet in the bucket, as one sequence, with bbolt's cursor methods.
+type auditCursor struct {
+	c    *bolt.Cursor // nil when there is no bucket
+	ov   []walEntry   // every entry's seq is greater than the bucket's last
+	i    int          // position in ov while inOv
+	inOv bool
+}
+
+// auditView runs fn in a read transaction with a cursor over every durable record. The records
+// of the write-ahead file are taken before the transaction begins: one that the mover put into
+// the bucket meanwhile is then in both, and is read from the bucket.
+func (s *Store) auditView(fn func(c *auditCursor) error) error {
+	ov := s.audit.overlay()
+	return s.view(func(tx *bolt.Tx) error {
+		cur := &auditCursor{}
+		if b := tx.Bucket(bucketAudit); b != nil {
+			cur.c = b.Cursor()
+			if k, _ := cur.c.Last(); len(k) == 8 {
+				ov = ov[seekEntry(ov, binary.BigEndian.Uint64(k)+1):]
+			}
+		}
+		cur.ov = ov
+		return fn(cur)
+	})
+}
+
+func (c *auditCursor) entry() ([]byte, []byte) {
+	c.inOv = true
+	e := &c.ov[c.i]
+	return seqKey(e.seq), e.value
+}
+
+func (c *auditCursor) overlayFrom(i int) ([]byte, []byte) {
+	if i < 0 || i >= len(c.ov) {
+		c.inOv = false
+		return nil, nil
+	}
+	c.i = i
+	return c.entry()
+}
+
+// First moves to the first record.
+func (c *auditCursor) First() ([]byte, []byte) {
+	if c.c != nil {
+		if k, v := c.c.First(); k != nil {
+			c.inOv = false
+			return k, v
+		}
+	}
+	return c.overlayFrom(0)
+}
+
+// Last moves to the last record.
+func (c *auditCursor) Last() ([]byte, []byte) {
+	if len(c.ov) > 0 {
+		return c.overlayFrom(len(c.ov) - 1)
+	}
+	c.inOv = false
+	if c.c == nil {
+		return nil, nil
+	}
+	return c.c.Last()
+}
+
+// Seek moves to the first record whose key is key or after it.
+func (c *auditCursor) Seek(key []byte) ([]byte, []byte) {
+	if c.c != nil {
+		if k, v := c.c.Seek(key); k != nil {
+			c.inOv = false
+			return k, v
+		}
+	}
+	seq := uint64(0)
+	if len(key) == 8 {
+		seq = binary.BigEndian.Uint64(key)
+	}
+	return c.overlayFrom(seekEntry(c.ov, seq))
+}
+
+// Next moves to the next record.
+func (c *auditCursor) Next() ([]byte, []byte) {
+	if c.inOv {
+		return c.overlayFrom(c.i + 1)
+	}
+	if c.c != nil {
+		if k, v := c.c.Next(); k != nil {
+			return k, v
+		}
+	}
+	return c.overlayFrom(0)
+}
+
+// Prev moves to the previous record.
+func (c *auditCursor) Prev() ([]byte, []byte) {
+	if c.inOv {
+		if c.i > 0 {
+			return c.overlayFrom(c.i - 1)
+		}
+		c.inOv = false
+		if c.c == nil {
+			return nil, nil
+		}
+		return c.c.Last()
+	}
+	if c.c == nil {
+		return nil, nil
+	}
+	return c.c.Prev()
 }

@@ -28,15 +28,45 @@
 // the lockout survives a crash; reading, checking and changing an approval happens in one
 // transaction, which is what lets exactly one of many concurrent answers win.
 //
-// Audit throughput comes from group commit, not from weaker syncing. One writer goroutine owns
-// the chain: it takes everything queued (up to 512 records), waits up to Options.AuditBatch for
-// more when nobody is waiting on the batch, seals each record onto the chain and commits them
-// all in one transaction, one fsync. [AuditLog.Append] returns at once; AppendSync and Flush
-// return after their transaction commits. The gateway answers a call only after AppendSync of
-// its record returned, so concurrent callers share fsyncs. A record may carry the id of a
-// physical call's journal entry ([Record].EndsCall), which the same transaction removes: at
-// every moment such a call has its journal entry or its record on disk. Close commits
-// everything appended before it.
+// Audit records are made durable in a write-ahead file, audit.wal beside state.db (wal.go),
+// and moved into the audit bucket in the background. One writer goroutine owns the chain: it
+// takes everything queued (up to 512 records), waits up to Options.AuditBatch for more when
+// nobody is waiting on the batch, seals each record onto the chain, appends the records' stored
+// bytes to the file as frames (length, CRC-32C, sequence number, the sequence number of the
+// batch's first record, the EndsCall id, the bytes) in one write, and syncs the file's data
+// once (fdatasync). [AuditLog.Append] returns at once; AppendSync and Flush return after that
+// sync. The gateway answers a call only after AppendSync of its record returned, so concurrent
+// callers share syncs. The file is written full of zeros when it is created (16 MiB, less on a
+// small filesystem, see walMaxSize), so that the sync rewrites blocks the file already owns and
+// costs no journal commit of the filesystem.
+//
+// A mover goroutine puts the records of the file into the audit bucket every 50 ms, or sooner
+// once 1,024 wait or the file is half full, many records per transaction (up to 4,096). The
+// transaction that puts a record with [Record].EndsCall also removes that physical call's
+// journal entry, so at every moment such a call has its journal entry in state.db or its record
+// in the file or in state.db. Once every record in the file is in state.db, the writer starts
+// the file again from its start: the frames left after the new ones are recognised because their
+// sequence numbers do not follow. An acknowledged record is thus always in the file (synced) or
+// in state.db (synced).
+//
+// [Open] reads the file before anything relies on the chain tail or the journal: the frames
+// that continue state.db's chain (each checked against its CRC, its hash and its prev link) are
+// put into state.db, with their journal removals, before the crash journal is turned into
+// lockouts, and the file is emptied. The run of frames ends at the first that is zero, does not
+// check or does not follow. A frame that does not check where the run ends is the batch a crash
+// cut while it was written, never acknowledged: it is dropped and logged. A frame of a later
+// batch after it (which is only written once the earlier batch was synced) means acknowledged
+// records are damaged: Open refuses with a [*CorruptWALError] naming the file and what to do;
+// so it does with a file whose records do not continue state.db's chain (another state.db's).
+//
+// Readers see every durable record: AuditScan, AuditExport, AuditLast and AuditVerify walk the
+// audit bucket and then the records still in the file (kept in memory by the writer until they
+// are moved); the pruner, which deletes from the bucket, moves the file's records first. A
+// read-only Open writes nothing: it reads the file's records into memory for those readers, and
+// leaves out of the lockouts it shows the journal entries whose end record is in the file. A
+// record larger than the whole file is put into state.db directly, after what the file holds.
+// Close moves everything into state.db and empties the file; what state.db refuses then stays
+// in the file, synced, for the next Open, and Close says so.
 //
 // # When the disk fails
 //
@@ -46,7 +76,13 @@
 // refuses calls before dispatch. A lockout is put in force in memory before it is written, and
 // one the disk refuses is kept pending and written by the store's watcher, which also probes
 // the disk every 250 ms and ends the failure once a write succeeds. The audit writer keeps a
-// refused batch and retries it; its queue (4,096 records) bounds what is held in memory.
+// refused batch and retries it; its queue (4,096 records) bounds what is held in memory. A
+// write or sync of the write-ahead file that fails is such a refused batch. A move into
+// state.db that fails is retried with backoff by the mover, and meanwhile the file goes on
+// taking records: the store stays available until the file is full, and then the writer's
+// batch fails (it moves the file's records itself when it finds the file full), so the store
+// reports the failure and calls are refused until a move succeeds. The file's size thus bounds
+// how much is acknowledged while state.db refuses writes, and the memory its records hold.
 //
 // # The hash chain
 //

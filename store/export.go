@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // AuditExport calls fn with the stored bytes of each committed record that matches f (its Limit
@@ -22,8 +20,7 @@ func (s *Store) AuditExport(f AuditFilter, fn func(raw []byte) error) error {
 			lines [][]byte
 			done  bool
 		)
-		err := s.view(func(tx *bolt.Tx) error {
-			c := tx.Bucket(bucketAudit).Cursor()
+		err := s.auditView(func(c *auditCursor) error {
 			k, v := c.Seek(seqKey(next))
 			for n := 0; k != nil && n < scanChunk; k, v = c.Next() {
 				n++

@@ -55,6 +55,11 @@ func TestJournalEntryGoesWithItsRecord(t *testing.T) {
 	if _, err := s.Audit().AppendSync(context.Background(), Record{Type: RecordCall, Server: "arm", CallID: "c1", EndsCall: "c1"}); err != nil {
 		t.Fatal(err)
 	}
+	// The record is durable in the write-ahead file; its journal entry goes in the transaction
+	// that moves it into the audit bucket.
+	if err := s.audit.movePass(); err != nil {
+		t.Fatal(err)
+	}
 	var left []string
 	if err := s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketInFlight).ForEach(func(k, _ []byte) error { left = append(left, string(k)); return nil })

@@ -112,6 +112,13 @@ func (s *Store) recoverInFlight() error {
 // the journal entries a dead gateway left, so that `status` on the file tells the truth.
 func (s *Store) viewInFlight() error {
 	m := maps.Clone(s.lockouts.Load().byServer)
+	// A call whose record is in the write-ahead file ended: the next start removes its entry.
+	ended := make(map[string]bool)
+	for _, e := range s.walLoaded {
+		if e.ends != "" {
+			ended[e.ends] = true
+		}
+	}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketInFlight)
 		if b == nil {
@@ -119,7 +126,7 @@ func (s *Store) viewInFlight() error {
 		}
 		return b.ForEach(func(k, v []byte) error {
 			var l Lockout
-			if json.Unmarshal(v, &l) != nil || l.Server == "" {
+			if ended[string(k)] || json.Unmarshal(v, &l) != nil || l.Server == "" {
 				return nil
 			}
 			if _, ok := m[l.Server]; !ok {

@@ -176,6 +176,10 @@ func (p *pruner) halt(err error) error {
 // count adds the bytes of the records appended since the last count, in short read
 // transactions.
 func (p *pruner) count() error {
+	// The pruner reads state.db's audit bucket only: first move what the write-ahead file
+	// holds, so that it sees every record appended before. A move that fails leaves them for
+	// the next round; what is in the bucket can still be pruned.
+	_ = p.s.audit.movePass()
 	for {
 		n := 0
 		err := p.s.view(func(tx *bolt.Tx) error {
@@ -326,14 +330,4 @@ func (p *pruner) apply(b batch) error {
 	p.s.log.Debug("audit retention pruned a batch", "from", b.from, "to", b.to, "records", b.n,
 		"bytes", b.bytes, "bound", b.why, "checkpoint", rec.Seq, "file", p.s.path)
 	return nil
-}
-
-// wakeAfterCommit chains the pruner's wake-up after the commit callback of Options.
-func wakeAfterCommit(next func(int, time.Duration), p *pruner) func(int, time.Duration) {
-	return func(records int, took time.Duration) {
-		if next != nil {
-			next(records, took)
-		}
-		p.wake()
-	}
 }

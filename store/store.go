@@ -99,6 +99,9 @@ type Options struct {
 	// Retention bounds the audit log; a background pruner removes the oldest records beyond
 	// it (retention.go). The zero value keeps everything. Ignored with ReadOnly.
 	Retention Retention
+
+	// walSize, when positive, is the size of a new write-ahead file (tests).
+	walSize int64
 }
 
 // Store is the one owner of the gateway's bbolt state file. It implements [LockoutStore],
@@ -123,8 +126,13 @@ type Store struct {
 	// gets an audit record once the log is running.
 	recovered []Lockout
 
-	audit  *auditLog
-	pruner *pruner // nil without retention
+	audit *auditLog
+	// wal is the audit log's write-ahead file, opened (and replayed into state.db) by init;
+	// nil when read-only, where walLoaded holds the records it has after state.db's last.
+	wal       *walFile
+	walLoaded []walEntry
+	walSize   int64   // Options.walSize
+	pruner    *pruner // nil without retention
 	// digestKey keys the digests of original arguments (digest.go).
 	digestKey []byte
 
@@ -153,6 +161,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		onCommit:      opts.OnAuditCommit,
 		commitTimeout: opts.CommitTimeout,
 		healthHook:    opts.OnHealth,
+		walSize:       opts.walSize,
 		pending:       make(map[string]Lockout),
 		watchStop:     make(chan struct{}),
 		watchDone:     make(chan struct{}),
@@ -207,9 +216,14 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	if !opts.ReadOnly && opts.Retention.enabled() {
 		s.pruner = newPruner(s, opts.Retention)
-		s.onCommit = wakeAfterCommit(s.onCommit, s.pruner)
 	}
-	s.audit = newAuditLog(s, tail, batch)
+	if n := len(s.walLoaded); n > 0 {
+		last := s.walLoaded[n-1]
+		claimed, _, _ := storedHash(last.value)
+		tail = chainTail{seq: last.seq, hash: claimed}
+	}
+	s.audit = newAuditLog(s, tail, batch, s.wal, s.walLoaded)
+	s.walLoaded = nil
 	if opts.ReadOnly {
 		close(s.watchDone)
 	} else {
@@ -282,6 +296,9 @@ func (s *Store) init() error {
 	if version > schemaVersion {
 		return fmt.Errorf("state file %s has layout version %d, newer than this mcp-gateway understands (%d); use a newer mcp-gateway", s.path, version, schemaVersion)
 	}
+	if err := s.loadWAL(); err != nil {
+		return err
+	}
 	if !s.readOnly {
 		if err := s.recoverInFlight(); err != nil {
 			return fmt.Errorf("recover the physical calls in flight from %s: %w", s.path, err)
@@ -335,6 +352,9 @@ func (s *Store) release() error {
 		if err := os.Remove(ownerPath(s.path)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			s.log.Warn("cannot remove the state file's owner record", "file", ownerPath(s.path), "err", err)
 		}
+	}
+	if s.wal != nil {
+		s.wal.close()
 	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close state file %s: %w", s.path, err)

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package store
+
+import "os"
+
+// fdatasync is f.Sync where the system has no fdatasync.
+func fdatasync(f *os.File) error { return f.Sync() }
