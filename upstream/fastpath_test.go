@@ -64,9 +64,13 @@ func genTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult
 	var a struct {
 		Seed    float64 `json:"seed"`
 		Rewrite *int    `json:"rewrite"`
+		Code    int64   `json:"code"` // answer with a JSON-RPC error of this code
 	}
 	if err := json.Unmarshal(req.Params.Arguments, &a); err != nil {
 		return nil, err
+	}
+	if a.Code != 0 {
+		return nil, &jsonrpc.Error{Code: a.Code, Message: "answered with this code"}
 	}
 	r := rand.New(rand.NewPCG(uint64(a.Seed), 17))
 	if a.Rewrite != nil {
@@ -79,8 +83,9 @@ func genTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult
 	}
 	switch n := r.IntN(100); {
 	case n < 5:
-		// Not -32003 nor -32004: the SDK takes those for its own "closing" errors, and the
-		// gateway sends the call again after a restart (closingError).
+		// Not -32003 nor -32004: the SDK takes those for its own "closing" errors, and on its
+		// path the gateway sends the call again after a restart; the fast path takes them for
+		// the server's answer (TestFastPathClosingCodeIsAnAnswer).
 		e := &jsonrpc.Error{Code: []int64{-32000, -32001, -32002, -32005, -32602, -32603, 1, 42}[r.IntN(8)], Message: randText(r, 20)}
 		if r.IntN(2) == 0 {
 			why, _ := json.Marshal(randText(r, 10))
@@ -824,5 +829,49 @@ func TestFastPathRefusedAnswerFailsItsCall(t *testing.T) {
 		if _, err := u.Call(context.Background(), "echo", json.RawMessage(`{}`), nil); err != nil {
 			t.Fatalf("fast %v: the next call: %v", fast, err)
 		}
+	}
+}
+
+// TestFastPathClosingCodeIsAnAnswer: a server that answers a call with the code of the SDK's own
+// "client/server is closing" errors has answered it. The call is not sent again (a robot that
+// acted and then answered so would act twice), and the server is not restarted.
+func TestFastPathClosingCodeIsAnAnswer(t *testing.T) {
+	for _, code := range []int64{-32003, -32004} {
+		t.Run(strconv.FormatInt(code, 10), func(t *testing.T) {
+			cfg := stdioServer(t, "diff")
+			rec := filepath.Join(t.TempDir(), "record")
+			cfg.Env[recordEnv] = rec
+			m, err := startManager(t, []config.Server{cfg}, Options{FastPath: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := m.All()[0]
+			before := u.ready.Load()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err = u.Call(ctx, "gen", json.RawMessage(`{"seed":1,"code":`+strconv.FormatInt(code, 10)+`}`), nil)
+			var ce *CallError
+			var rpc *jsonrpc.Error
+			if !errors.As(err, &ce) || ce.Crashed || !errors.As(err, &rpc) || rpc.Code != code {
+				t.Fatalf("err = %v, want the server's JSON-RPC error %d as a CallError, not a crash", err, code)
+			}
+			// A second call shows the connection is still the first one, and flushes the record.
+			if _, err := u.Call(ctx, "gen", json.RawMessage(`{"seed":2}`), nil); err != nil {
+				t.Fatal(err)
+			}
+			if u.ready.Load() != before {
+				t.Fatal("the server was restarted after it answered")
+			}
+			b, err := os.ReadFile(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(string(b), `"code":`+strconv.FormatInt(code, 10)); n != 1 {
+				t.Fatalf("the server read the call %d times, want once:\n%s", n, b)
+			}
+			if fastCount(u) == 0 {
+				t.Fatal("the call did not take the fast path")
+			}
+		})
 	}
 }
