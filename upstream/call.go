@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -134,7 +135,7 @@ func (u *Upstream) send(ctx context.Context, what string, request func(*session)
 		if err == nil {
 			return s, nil
 		}
-		if notSent(err) {
+		if notSent(err) && !closingAnswered(s, err) {
 			// The server never saw the request, so it waits for the restart like any request
 			// that arrives then.
 			u.connectionFailed(s, err)
@@ -188,6 +189,32 @@ func notSent(err error) bool {
 	}
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// closingGrace is how long a connection the SDK calls closing has to end its session before the
+// gateway takes the "closing" for the server's own answer (closingAnswered).
+const closingGrace = 500 * time.Millisecond
+
+// closingAnswered reports whether an ErrConnectionClosed from the SDK was in fact the server's
+// answer. The SDK reports a JSON-RPC error answer with the code of its own "client/server is
+// closing" errors (-32003, -32004) as ErrConnectionClosed, just as it reports a request it
+// refused to write on a connection going away. Sending the call again after a restart would
+// make a server that acted and then answered so act twice, so the connection must show that it
+// is closing: its session ends within closingGrace. One that stays up sent the answer, and the
+// call is taken as sent, its outcome unknown. (The fast path reads such an answer as the server's
+// error; upstream/fastcall.go.)
+func closingAnswered(s *session, err error) bool {
+	if !errors.Is(err, mcp.ErrConnectionClosed) {
+		return false
+	}
+	t := time.NewTimer(closingGrace)
+	defer t.Stop()
+	select {
+	case <-s.ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // transportFailed reports whether err says the request, or its answer, was not carried: a

@@ -835,43 +835,57 @@ func TestFastPathRefusedAnswerFailsItsCall(t *testing.T) {
 // TestFastPathClosingCodeIsAnAnswer: a server that answers a call with the code of the SDK's own
 // "client/server is closing" errors has answered it. The call is not sent again (a robot that
 // acted and then answered so would act twice), and the server is not restarted.
+//
+// On the SDK's path (gateway.fast_path: false, and every HTTP server) the SDK reports such an
+// answer as the connection closing; the gateway takes it as sent, its outcome unknown
+// (closingAnswered), and still never sends it again.
 func TestFastPathClosingCodeIsAnAnswer(t *testing.T) {
-	for _, code := range []int64{-32003, -32004} {
-		t.Run(strconv.FormatInt(code, 10), func(t *testing.T) {
-			cfg := stdioServer(t, "diff")
-			rec := filepath.Join(t.TempDir(), "record")
-			cfg.Env[recordEnv] = rec
-			m, err := startManager(t, []config.Server{cfg}, Options{FastPath: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			u := m.All()[0]
-			before := u.ready.Load()
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			_, err = u.Call(ctx, "gen", json.RawMessage(`{"seed":1,"code":`+strconv.FormatInt(code, 10)+`}`), nil)
-			var ce *CallError
-			var rpc *jsonrpc.Error
-			if !errors.As(err, &ce) || ce.Crashed || !errors.As(err, &rpc) || rpc.Code != code {
-				t.Fatalf("err = %v, want the server's JSON-RPC error %d as a CallError, not a crash", err, code)
-			}
-			// A second call shows the connection is still the first one, and flushes the record.
-			if _, err := u.Call(ctx, "gen", json.RawMessage(`{"seed":2}`), nil); err != nil {
-				t.Fatal(err)
-			}
-			if u.ready.Load() != before {
-				t.Fatal("the server was restarted after it answered")
-			}
-			b, err := os.ReadFile(rec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n := strings.Count(string(b), `"code":`+strconv.FormatInt(code, 10)); n != 1 {
-				t.Fatalf("the server read the call %d times, want once:\n%s", n, b)
-			}
-			if fastCount(u) == 0 {
-				t.Fatal("the call did not take the fast path")
-			}
-		})
+	for _, fast := range []bool{true, false} {
+		for _, code := range []int64{-32003, -32004} {
+			t.Run(fmt.Sprintf("fast=%v/%d", fast, code), func(t *testing.T) {
+				closingCodeAnswer(t, fast, code)
+			})
+		}
+	}
+}
+
+func closingCodeAnswer(t *testing.T, fast bool, code int64) {
+	cfg := stdioServer(t, "diff")
+	rec := filepath.Join(t.TempDir(), "record")
+	cfg.Env[recordEnv] = rec
+	m, err := startManager(t, []config.Server{cfg}, Options{FastPath: fast})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := m.All()[0]
+	before := u.ready.Load()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err = u.Call(ctx, "gen", json.RawMessage(`{"seed":1,"code":`+strconv.FormatInt(code, 10)+`}`), nil)
+	var ce *CallError
+	var rpc *jsonrpc.Error
+	switch {
+	case fast && (!errors.As(err, &ce) || ce.Crashed || !errors.As(err, &rpc) || rpc.Code != code):
+		t.Fatalf("err = %v, want the server's JSON-RPC error %d as a CallError, not a crash", err, code)
+	case !fast && (!errors.As(err, &ce) || errors.Is(err, ErrUnavailable)):
+		t.Fatalf("err = %v, want a CallError of a call that was sent", err)
+	}
+	// A second call flushes the record (and, on the fast path, shows the connection is still
+	// the first one).
+	if _, err := u.Call(ctx, "gen", json.RawMessage(`{"seed":2}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if fast && u.ready.Load() != before {
+		t.Fatal("the server was restarted after it answered")
+	}
+	b, err := os.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), `"code":`+strconv.FormatInt(code, 10)); n != 1 {
+		t.Fatalf("the server read the call %d times, want once:\n%s", n, b)
+	}
+	if fast && fastCount(u) == 0 {
+		t.Fatal("the call did not take the fast path")
 	}
 }
