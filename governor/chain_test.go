@@ -85,6 +85,9 @@ func TestChainOutcomes(t *testing.T) {
 		{name: "crash on physical server", tool: "arm__pick", physical: true, do: func(context.Context, string, json.RawMessage) (*mcp.CallToolResult, error) {
 			return nil, &upstream.CallError{Server: "arm", Tool: "pick", Crashed: true, Err: errors.New("EOF")}
 		}, wantKind: KindExecutionStatusUnknown, wantCalls: 1, reasonHas: "stopped during the call"},
+		{name: "undecodable answer on physical server", tool: "arm__pick", physical: true, do: func(context.Context, string, json.RawMessage) (*mcp.CallToolResult, error) {
+			return nil, &upstream.CallError{Server: "arm", Tool: "pick", Crashed: true, Err: errors.New(`calling "tools/call": unknown content type "foo"`)}
+		}, wantKind: KindExecutionStatusUnknown, wantCalls: 1, reasonHas: `answered it with nothing a result can be read from (calling "tools/call": unknown content type "foo")`},
 		{name: "crash on other server", tool: "arm__status", do: func(context.Context, string, json.RawMessage) (*mcp.CallToolResult, error) {
 			return nil, &upstream.CallError{Server: "arm", Tool: "status", Crashed: true, Err: errors.New("EOF")}
 		}, wantKind: KindUpstreamUnavailable, wantCalls: 1, reasonHas: "restarted"},

@@ -79,12 +79,16 @@ func dispatchFailure(ctx, callCtx context.Context, c *Call, deadline time.Durati
 	case errors.Is(callCtx.Err(), context.DeadlineExceeded):
 		return unknown(Refuse(KindExecutionStatusUnknown, timeoutReason(c, deadline)))
 	case errors.As(err, &callErr) && callErr.Crashed:
+		// The server stopped, or its connection broke, or it answered with something no
+		// result can be read from (the SDK takes that for a broken connection): the call was
+		// sent and no answer came back. The error says which.
+		why := store.TruncateString(callErr.Err.Error(), maxUpstreamErrorBytes)
 		if t.Physical() {
 			return unknown(Refuse(KindExecutionStatusUnknown, fmt.Sprintf(
-				"server %s stopped during the call to %s, so what the robot did is unknown.", t.Server, c.Name)))
+				"server %s stopped during the call to %s, or answered it with nothing a result can be read from (%s), so what the robot did is unknown.", t.Server, c.Name, why)))
 		}
 		return unknown(Refuse(KindUpstreamUnavailable, fmt.Sprintf(
-			"server %s stopped during the call to %s and is being restarted; the call may or may not have taken effect. Try again in a moment.", t.Server, c.Name)))
+			"server %s stopped during the call to %s, or answered it with nothing a result can be read from (%s), and is being restarted; the call may or may not have taken effect. Try again in a moment.", t.Server, c.Name, why)))
 	default:
 		out := Refuse(KindUpstreamError, fmt.Sprintf("server %s answered the call to %s with an error: %s", t.Server, c.Name, store.TruncateString(err.Error(), maxUpstreamErrorBytes)))
 		var rpcErr *jsonrpc.Error
