@@ -15,8 +15,9 @@ import (
 )
 
 // bigResultPeakRSSBound is the peak resident memory (VmHWM) allowed to the gateway while it
-// carries four concurrent 10 MiB results: about 285 MiB is measured with the gateway's default
-// soft memory limit of 256 MiB (it was about 800 MiB without one; docs/benchmarks.md).
+// carries four concurrent 10 MiB results: about 218 MiB is measured with the gateway's default
+// soft memory limit of 128 MiB (285 MiB with the earlier 256 MiB, about 800 MiB without one;
+// docs/benchmarks.md).
 const bigResultPeakRSSBound = 384 << 20
 
 // peakRSS reads the peak resident set size of process pid (VmHWM), in bytes.
