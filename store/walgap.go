@@ -185,7 +185,7 @@ func findGap(w walFound, sc walScan) (gap *WALGap, warn string) {
 	default:
 		why = prelude + "the file was damaged or truncated, and any " + lost + "."
 	}
-	g.Message = what + ". " + why + fmt.Sprintf(" The sequence numbers from %d on go to the records written from now on. Check the disk (kernel log, SMART) and keep a copy of the state directory as it is now.", g.AfterSeq+1)
+	g.Message = what + ". " + why + fmt.Sprintf(" New records take the sequence numbers from %d on, the audit_gap record first. Check the disk (kernel log, SMART) and keep a copy of the state directory as it is now.", g.AfterSeq+1)
 	return g, ""
 }
 
