@@ -20,7 +20,9 @@ import (
 	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
 )
 
-// Record types.
+// Record types. The others: [RecordApproval] (approval.go), [RecordCheckpoint] (checkpoint.go)
+// and [RecordAuditGap] (walgap.go), a possible loss of acknowledged records that Open found in
+// the write-ahead file.
 const (
 	RecordCall     = "call"
 	RecordOperator = "operator"
@@ -39,7 +41,7 @@ const (
 type Record struct {
 	Seq       uint64    `json:"seq"`
 	Time      time.Time `json:"time"`
-	Type      string    `json:"type"` // RecordCall, RecordOperator or RecordLockout
+	Type      string    `json:"type"` // RecordCall, RecordOperator, RecordLockout, RecordApproval, RecordCheckpoint or RecordAuditGap
 	Principal string    `json:"principal,omitempty"`
 	Session   string    `json:"session,omitempty"`
 	Server    string    `json:"server,omitempty"`
@@ -188,6 +190,9 @@ type auditLog struct {
 	moverDone chan struct{}
 	// failMove, when set (tests), fails every move into state.db with its error.
 	failMove atomic.Pointer[error]
+	// emptied is set by close once every record of the file is in state.db and the file is
+	// emptied.
+	emptied bool
 }
 
 func newAuditLog(s *Store, tail chainTail, wait time.Duration, wal *walFile, pending []walEntry) *auditLog {
@@ -642,6 +647,7 @@ func (a *auditLog) closeWAL() error {
 	if err := a.wal.empty(); err != nil {
 		return fmt.Errorf("empty the audit write-ahead file %s (its records are in the state file, and the next start recognises them): %w", a.wal.path, err)
 	}
+	a.emptied = true
 	return nil
 }
 

@@ -199,7 +199,17 @@ func (s *Store) decodeRecord(k, v []byte) (Record, bool) {
 // checkpoint record it names must be on the chain, saying the same. So a kept record, the
 // checkpoint record or the meta copy that was changed, and a record removed from the start or
 // the middle, each break verification.
+//
+// A gap Open recorded (a [RecordAuditGap] record) does not break the chain, which continues
+// across it; [Store.AuditVerifyGaps] also returns the gaps.
 func (s *Store) AuditVerify() (checked uint64, bad *VerifyError) {
+	checked, bad, _ = s.AuditVerifyGaps()
+	return checked, bad
+}
+
+// AuditVerifyGaps is [Store.AuditVerify], and the gaps recorded on the verified part of the
+// chain, in order: records acknowledged before each may have been lost (walgap.go).
+func (s *Store) AuditVerifyGaps() (checked uint64, bad *VerifyError, gaps []AuditGap) {
 	var (
 		cp     Checkpoint
 		pruned bool
@@ -208,7 +218,7 @@ func (s *Store) AuditVerify() (checked uint64, bad *VerifyError) {
 		cp, pruned, err = readPruned(tx)
 		return err
 	}); err != nil {
-		return 0, &VerifyError{Seq: 1, Reason: err.Error()}
+		return 0, &VerifyError{Seq: 1, Reason: err.Error()}, nil
 	}
 	expect, prev := uint64(1), ""
 	if pruned {
@@ -249,6 +259,9 @@ func (s *Store) AuditVerify() (checked uint64, bad *VerifyError) {
 					bad = &VerifyError{Seq: expect, Reason: reason}
 					return nil
 				}
+				if g, ok := gapOf(expect, v); ok {
+					gaps = append(gaps, g)
+				}
 				prev = hash
 				expect++
 				checked++
@@ -257,17 +270,17 @@ func (s *Store) AuditVerify() (checked uint64, bad *VerifyError) {
 			return nil
 		})
 		if err != nil {
-			return checked, &VerifyError{Seq: expect, Reason: "cannot read the audit log: " + err.Error()}
+			return checked, &VerifyError{Seq: expect, Reason: "cannot read the audit log: " + err.Error()}, gaps
 		}
 		if bad != nil {
-			return checked, bad
+			return checked, bad, gaps
 		}
 		if done {
 			if pruned && expect <= cp.CheckpointSeq {
 				return checked, &VerifyError{Seq: cp.CheckpointSeq, Reason: fmt.Sprintf(
-					"checkpoint record is missing: the record of pruned records says it holds the digest of records %d to %d", cp.FirstSeq, cp.LastSeq)}
+					"checkpoint record is missing: the record of pruned records says it holds the digest of records %d to %d", cp.FirstSeq, cp.LastSeq)}, gaps
 			}
-			return checked, nil
+			return checked, nil, gaps
 		}
 	}
 }

@@ -15,6 +15,8 @@
 //
 //   - meta: the layout version ("schema"); a file from a newer layout is refused. After
 //     retention has pruned, also "audit_pruned": a copy of the last applied [Checkpoint].
+//     "wal_size": the size the write-ahead file was made with; "wal_state": "open" from a
+//     writable Open until a Close that emptied the file, then "closed".
 //   - lockouts: server name → JSON [Lockout]. Mirrored in memory behind an atomic pointer to
 //     an immutable snapshot, so the per-call check never reads the disk or takes a lock.
 //   - audit: 8-byte big-endian Seq → the JSON of one [Record]. Keys only grow.
@@ -53,11 +55,27 @@
 // that continue state.db's chain (each checked against its CRC, its hash and its prev link) are
 // put into state.db, with their journal removals, before the crash journal is turned into
 // lockouts, and the file is emptied. The run of frames ends at the first that is zero, does not
-// check or does not follow. A frame that does not check where the run ends is the batch a crash
-// cut while it was written, never acknowledged: it is dropped and logged. A frame of a later
-// batch after it (which is only written once the earlier batch was synced) means acknowledged
-// records are damaged: Open refuses with a [*CorruptWALError] naming the file and what to do;
-// so it does with a file whose records do not continue state.db's chain (another state.db's).
+// check or does not follow. A frame of a later batch after a frame that does not check (a batch
+// is only written once the one before it was synced) means acknowledged records are damaged:
+// Open refuses with a [*CorruptWALError] naming the file and what to do; so it does with a
+// file whose records do not continue state.db's chain (another state.db's).
+//
+// Damage to the end of the file is found as far as it can be (walgap.go). A frame that does
+// not check where the run ends is either the batch a crash cut while it was written, never
+// acknowledged, or damage to the last batch, acknowledged: the two cannot be told apart, so a
+// torn final frame is always reported as a possible gap, even after a real crash. A crash
+// never shortens or removes the file (it is written in place), so a file shorter than
+// "wal_size", or missing, while "wal_state" says the last gateway did not stop cleanly, is
+// damage that may have lost the records acknowledged since the last move. In each case Open
+// logs at ERROR what it found, that records after the last one found may be lost (at most how
+// many bytes of them) and what to do, and, writable, appends a [RecordAuditGap] record saying
+// the same, before anything else, so the gap is on the chain: `mcp-gateway audit`, the console
+// and an export show it, and [Store.AuditVerifyGaps] names it (the chain itself continues
+// across it; the records after it take the sequence numbers of those lost). A read-only Open
+// reports it through [Store.WALGap] and writes nothing. After a clean stop the file holds
+// nothing that is not in state.db: a short or missing file is then only a warning, and is made
+// again. Not found: the last frames zeroed in place, or the magic number at the start of the
+// first of them damaged, in a file of its full size; that looks like a batch never written.
 //
 // Readers see every durable record: AuditScan, AuditExport, AuditLast and AuditVerify walk the
 // audit bucket and then the records still in the file (kept in memory by the writer until they

@@ -131,8 +131,11 @@ type Store struct {
 	// nil when read-only, where walLoaded holds the records it has after state.db's last.
 	wal       *walFile
 	walLoaded []walEntry
-	walSize   int64   // Options.walSize
-	pruner    *pruner // nil without retention
+	walSize   int64 // Options.walSize
+	// gap is what Open found in the write-ahead file that may have lost acknowledged records
+	// (walgap.go), or nil.
+	gap    *WALGap
+	pruner *pruner // nil without retention
 	// digestKey keys the digests of original arguments (digest.go).
 	digestKey []byte
 
@@ -237,6 +240,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if s.pruner != nil {
 		s.pruner.start()
 	}
+	s.auditGap()
 	s.auditRecovered()
 	return s, nil
 }
@@ -331,6 +335,14 @@ func (s *Store) Close() error {
 		auditErr := s.audit.close()
 		if !s.readOnly {
 			close(s.watchStop)
+		}
+		if s.audit.emptied {
+			// Every acknowledged record is in state.db: a missing or short write-ahead file
+			// at the next Open loses nothing.
+			if err := s.putWALMeta(0, walStateClosed); err != nil {
+				s.log.Warn("cannot record in the state file that it was closed cleanly; the next start treats damage to the audit write-ahead file as a possible gap",
+					"file", s.path, "err", err)
+			}
 		}
 		<-s.watchDone
 		s.writePendingLockouts()

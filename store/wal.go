@@ -152,9 +152,10 @@ func (e *CorruptWALError) Error() string {
 type walScan struct {
 	entries []walEntry // the records after the chain tail, in order
 	end     int        // the byte offset after the last frame of the run
-	// torn is set when the run ended at a frame that does not check and records of the same,
-	// unfinished batch follow: a crash while the batch was being written. Nothing from there
-	// on was acknowledged.
+	// torn is set when the run ended at a frame that does not check, or at one followed by
+	// frames of the same batch: a crash while the batch was being written (nothing from there
+	// on was acknowledged), or damage to the last batch (acknowledged records are lost). The
+	// two cannot be told apart; findGap reports it as a possible gap.
 	torn     bool
 	tornSeq  uint64
 	tornAt   int
@@ -325,10 +326,16 @@ func seekEntry(entries []walEntry, seq uint64) int {
 
 // loadWAL reads the write-ahead file beside state.db before anything relies on the chain tail
 // or the journal. Writable, the records it holds after state.db's last are put into state.db
-// (removing the journal entries of the calls they end), and the file is emptied; read-only,
-// they are kept in memory for the readers, and nothing is written.
+// (removing the journal entries of the calls they end), the file is emptied, and meta records
+// its size and that it is open; read-only, they are kept in memory for the readers, and
+// nothing is written. Either way a file missing, short or ending in a frame that does not
+// check is reported (findGap): logged, and kept in s.gap.
 func (s *Store) loadWAL() error {
 	tail, err := s.loadAuditTail()
+	if err != nil {
+		return err
+	}
+	recorded, state, err := s.walMeta()
 	if err != nil {
 		return err
 	}
@@ -337,11 +344,13 @@ func (s *Store) loadWAL() error {
 		data []byte
 		path = filepath.Join(s.dir, WALFileName)
 	)
+	_, statErr := os.Stat(path)
+	missing := errors.Is(statErr, fs.ErrNotExist)
 	if s.readOnly {
 		if data, err = readWALFile(s.dir); err != nil {
 			return fmt.Errorf("read the audit write-ahead file %s: %w", path, err)
 		}
-	} else if w, data, err = openWAL(s.dir, s.walSize); err != nil {
+	} else if w, data, err = openWAL(s.dir, max(s.walSize, recorded)); err != nil {
 		return err
 	}
 	sc, err := readWAL(path, data, tail)
@@ -351,9 +360,13 @@ func (s *Store) loadWAL() error {
 		}
 		return err
 	}
-	if sc.torn {
-		s.log.Warn("the audit write-ahead file ends in a record cut short by a crash while it was written; it was never acknowledged and is dropped",
-			"wal", path, "offset", sc.tornAt, "seq", sc.tornSeq)
+	gap, warn := findGap(walFound{path: path, missing: missing, data: data, recordedSize: recorded, state: state, tail: tail}, sc)
+	switch {
+	case gap != nil:
+		s.gap = gap
+		s.log.Error(gap.Message, "wal", path, "found", gap.Found, "offset", gap.Offset, "after_seq", gap.AfterSeq, "at_most_bytes", gap.AtMostBytes)
+	case warn != "":
+		s.log.Warn(warn, "wal", path)
 	}
 	if s.readOnly {
 		s.walLoaded = sc.entries
@@ -376,6 +389,11 @@ func (s *Store) loadWAL() error {
 			w.close()
 			return fmt.Errorf("empty the audit write-ahead file %s: %w", path, err)
 		}
+	}
+	// From here on the file may hold records that are in it only, until a Close empties it.
+	if err := s.putWALMeta(w.size, walStateOpen); err != nil {
+		w.close()
+		return fmt.Errorf("record the audit write-ahead file %s in %s: %w", path, s.path, err)
 	}
 	s.wal = w
 	return nil

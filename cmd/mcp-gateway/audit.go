@@ -26,7 +26,7 @@ import (
 const defaultTableLimit = 20
 
 // recordTypes are the values of --type.
-var recordTypes = []string{store.RecordCall, store.RecordLockout, store.RecordOperator, store.RecordApproval, store.RecordCheckpoint}
+var recordTypes = []string{store.RecordCall, store.RecordLockout, store.RecordOperator, store.RecordApproval, store.RecordCheckpoint, store.RecordAuditGap}
 
 func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "verify" {
@@ -74,6 +74,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer acc.Close()
+	acc.warnWALGap(stderr)
 
 	out := newRecordPrinter(stdout, format)
 	if acc.api != nil {
@@ -150,6 +151,7 @@ func runAuditExport(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	defer acc.Close()
+	acc.warnWALGap(stderr)
 	w := bufio.NewWriter(stdout)
 	if acc.api != nil {
 		err = exportViaAPI(ctx, acc.api, *f, w, stderr)
@@ -347,11 +349,13 @@ func flagGiven(fs *cmdFlags, name string) bool {
 	return given
 }
 
-// verifyReport is what `audit verify -o json` prints: the gateway's answer, and offline what
-// retention has pruned.
+// verifyReport is what `audit verify -o json` prints: the gateway's answer, offline what
+// retention has pruned, and the gaps recorded on the chain (audit_gap records: acknowledged
+// records before each may have been lost).
 type verifyReport struct {
 	gateway.VerifyResult
 	Pruned *store.Checkpoint `json:"pruned,omitempty"`
+	Gaps   []store.AuditGap  `json:"gaps,omitempty"`
 }
 
 func runAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -368,14 +372,25 @@ func runAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	defer acc.Close()
+	acc.warnWALGap(stderr)
 	var rep verifyReport
 	res := &rep.VerifyResult
 	if acc.api != nil {
 		if err := acc.api.getJSON(ctx, "/admin/audit/verify", res); err != nil {
 			return err
 		}
+		err := scanViaAPI(ctx, acc.api, store.AuditFilter{Type: store.RecordAuditGap}, io.Discard, func(r store.Record) error {
+			if !res.OK && r.Seq > res.Checked {
+				return nil // past the break: not verified
+			}
+			rep.Gaps = append(rep.Gaps, store.AuditGap{Seq: r.Seq, Kind: r.Kind, Reason: r.Reason})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
 	} else {
-		res.Checked, res.Bad = acc.st.AuditVerify()
+		res.Checked, res.Bad, rep.Gaps = acc.st.AuditVerifyGaps()
 		res.OK = res.Bad == nil
 		if cp, ok, err := acc.st.AuditPruned(); err == nil && ok {
 			rep.Pruned = &cp
@@ -397,6 +412,11 @@ func runAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 	default:
 		fmt.Fprintf(stdout, "audit log broken at record %d: %s (the %d records before it verify)\n", res.Bad.Seq, res.Bad.Reason, res.Checked)
+	}
+	if fs.output() == formatTable {
+		for _, g := range rep.Gaps {
+			fmt.Fprintf(stdout, "a gap was recorded at seq %d: %s\n", g.Seq, g.Reason)
+		}
 	}
 	if !res.OK {
 		return exitError{1}
@@ -452,6 +472,19 @@ func runAuditDigest(ctx context.Context, args []string, stdin io.Reader, stdout,
 	}
 	fmt.Fprintln(stdout, res.Digest)
 	return nil
+}
+
+// warnWALGap prints to stderr what opening the state file found wrong with the audit
+// write-ahead file, when it may have lost acknowledged records. A command opens it read-only
+// and records nothing; the gateway records the gap on the audit log when it starts.
+func (a *stateAccess) warnWALGap(stderr io.Writer) {
+	if a.st == nil {
+		return
+	}
+	if g := a.st.WALGap(); g != nil {
+		fmt.Fprintf(stderr, "warning: %s\nwarning: this command writes nothing; the next start of the gateway records this on the audit log as an %s record\n",
+			g.Message, store.RecordAuditGap)
+	}
 }
 
 // openAudit loads the config the flags name and opens its audit log for reading: through the
