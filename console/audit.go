@@ -38,7 +38,7 @@ type auditRecord struct {
 var (
 	auditKinds = []string{"guard_blocked", "policy_denied", "approval_denied", "approval_expired", "mcp_execution_status_unknown",
 		"invalid_tool_arguments", "unknown_tool", "upstream_unavailable", "tool_protocol_violation", "tool_definition_changed"}
-	auditTypes = []string{store.RecordCall, store.RecordOperator, store.RecordLockout}
+	auditTypes = []string{store.RecordCall, store.RecordOperator, store.RecordLockout, store.RecordApproval, store.RecordCheckpoint, store.RecordAuditGap}
 )
 
 func (c *Console) serveAudit(w http.ResponseWriter, r *http.Request) {
