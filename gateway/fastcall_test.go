@@ -30,6 +30,10 @@ import (
 // answer from their arguments alone (runEchoServer).
 const echoServerEnv = "GATEWAY_ECHO_SERVER"
 
+// echoRecordEnv names a file the echo server appends every byte it reads to: what the gateway
+// sent it, for comparing the upstream traffic of the two paths.
+const echoRecordEnv = "GATEWAY_ECHO_RECORD"
+
 // runEchoServer serves:
 //   - say: the arguments back, as text and as structured content;
 //   - fail: a result with isError, its text the arguments;
@@ -78,7 +82,20 @@ func runEchoServer() int {
 	srv.AddTool(&mcp.Tool{Name: "secret", InputSchema: obj}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{Content: text("the secret")}, nil
 	})
-	if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+	var t mcp.Transport = &mcp.StdioTransport{}
+	if path := os.Getenv(echoRecordEnv); path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "echo server:", err)
+			return 1
+		}
+		defer f.Close()
+		t = &mcp.IOTransport{Reader: struct {
+			io.Reader
+			io.Closer
+		}{io.TeeReader(os.Stdin, f), os.Stdin}, Writer: os.Stdout}
+	}
+	if err := srv.Run(context.Background(), t); err != nil {
 		fmt.Fprintln(os.Stderr, "echo server:", err)
 	}
 	return 0
@@ -92,7 +109,7 @@ gateway:
 servers:
   - name: echo
     command: "{{exe}}"
-    env: {` + echoServerEnv + `: "1"}
+    env: {` + echoServerEnv + `: "1", ` + echoRecordEnv + `: "{{record}}"}
     startup_timeout_sec: 10
     contract: passthrough
     tools: {hidden: [secret]}
@@ -102,14 +119,16 @@ servers:
     - {id: no-move, effect: deny, when: 'upstream_tool == "move"', reason: the cell is being serviced}
 `
 
-// fastGateway starts a gateway of fastConfig with gateway.fast_path fast, with its state file.
-func fastGateway(tb testing.TB, fast bool) (*Gateway, *store.Store) {
+// fastGateway starts a gateway of fastConfig with gateway.fast_path fast, with its state file;
+// record is the file its echo server records what it reads in.
+func fastGateway(tb testing.TB, fast bool) (g *Gateway, st *store.Store, record string) {
 	tb.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	yaml := strings.ReplaceAll(fmt.Sprintf(fastConfig, fast, server("robot", "")), "{{exe}}", exe)
+	record = filepath.Join(tb.TempDir(), "echo-input")
+	yaml := strings.NewReplacer("{{exe}}", exe, "{{record}}", record).Replace(fmt.Sprintf(fastConfig, fast, server("robot", "")))
 	cfg, err := config.Parse(filepath.Join(tb.TempDir(), "gateway.yaml"), []byte(yaml))
 	if err != nil {
 		tb.Fatal(err)
@@ -118,12 +137,12 @@ func fastGateway(tb testing.TB, fast bool) (*Gateway, *store.Store) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	st, err := store.Open(tb.TempDir(), store.Options{})
+	st, err = store.Open(tb.TempDir(), store.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { st.Close() })
-	g, err := New(cfg, Options{Store: st, Policies: engine})
+	g, err = New(cfg, Options{Store: st, Policies: engine})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -133,7 +152,7 @@ func fastGateway(tb testing.TB, fast bool) (*Gateway, *store.Store) {
 	if err := g.Start(ctx); err != nil {
 		tb.Fatal(err)
 	}
-	return g, st
+	return g, st, record
 }
 
 // rawSession is a session opened by initialize over raw HTTP.
@@ -370,8 +389,8 @@ func TestFastPathAnswersAsTheSDK(t *testing.T) {
 	if raceEnabled {
 		n = 3000
 	}
-	on, onStore := fastGateway(t, true)
-	off, offStore := fastGateway(t, false)
+	on, onStore, onRecord := fastGateway(t, true)
+	off, offStore, offRecord := fastGateway(t, false)
 	onSrv, offSrv := httptest.NewServer(on.Handler(nil)), httptest.NewServer(off.Handler(nil))
 	t.Cleanup(onSrv.Close)
 	t.Cleanup(offSrv.Close)
@@ -423,6 +442,49 @@ func TestFastPathAnswersAsTheSDK(t *testing.T) {
 			t.Fatalf("audit records differ:\n fast: %s\n  sdk: %s", x[i], y[i])
 		}
 	}
+	// The same messages reached the upstream, byte for byte but for what each gateway numbers
+	// itself (request ids, progress tokens, the ids cancellations name). The workers run
+	// concurrently, so they are compared in sorted order.
+	u, v := upstreamInput(t, onRecord), upstreamInput(t, offRecord)
+	sent := 0
+	for _, l := range u {
+		if strings.Contains(l, `"method":"tools/call"`) {
+			sent++
+		}
+	}
+	if t.Logf("%d tools/call requests reached the upstream", sent); sent < n/2 {
+		t.Errorf("only %d of %d calls reached the upstream: the comparison of its traffic says little", sent, n)
+	}
+	if len(u) != len(v) {
+		t.Errorf("the upstream read %d messages from the gateway with the fast path, %d from the one without", len(u), len(v))
+	}
+	for i := range min(len(u), len(v)) {
+		if u[i] != v[i] {
+			t.Fatalf("upstream traffic differs (sorted, normalized):\n fast: %s\n  sdk: %s", u[i], v[i])
+		}
+	}
+}
+
+// upstreamInput is what an echo server read, one message a line, with what each gateway numbers
+// itself replaced, sorted.
+func upstreamInput(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requestID := regexp.MustCompile(`^\{"jsonrpc":"2\.0","id":\d+,`)
+	token := regexp.MustCompile(`"progressToken":("[^"]*"|-?\d+)`)
+	cancelled := regexp.MustCompile(`"requestId":\d+`)
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		l = requestID.ReplaceAllString(l, `{"jsonrpc":"2.0","id":ID,`)
+		l = token.ReplaceAllString(l, `"progressToken":TOKEN`)
+		l = cancelled.ReplaceAllString(l, `"requestId":ID`)
+		lines = append(lines, l)
+	}
+	slices.Sort(lines)
+	return lines
 }
 
 // benchWriter is a ResponseWriter reused across the iterations of a benchmark.
@@ -467,7 +529,7 @@ func (b *rewindBody) Close() error { return nil }
 func BenchmarkHotPath(b *testing.B) {
 	for _, fast := range []bool{true, false} {
 		b.Run(fmt.Sprintf("fast_path=%v", fast), func(b *testing.B) {
-			g, _ := fastGateway(b, fast)
+			g, _, _ := fastGateway(b, fast)
 			h := g.Handler(nil)
 			w := &benchWriter{h: http.Header{}}
 			req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
