@@ -40,6 +40,7 @@ type options struct {
 	rounds, n, nMB      int
 	warmup              int
 	sessions            int
+	curve               []int // session counts of the memory curve
 	settle              time.Duration
 }
 
@@ -67,7 +68,16 @@ func main() {
 	flag.IntVar(&o.warmup, "warmup", 10, "warm-up calls per session before each bench invocation")
 	flag.IntVar(&o.sessions, "sessions", 1000, "sessions (and workers) of the peak-RSS run")
 	flag.DurationVar(&o.settle, "settle", 2*time.Second, "wait after a peer is ready before its idle RSS is read")
+	curve := flag.String("curve", envOr("CURVE", "10,100,250,500"), "session counts of the memory curve (peak RSS of a fresh process per count; the -sessions run adds its point); empty for none; env CURVE")
 	flag.Parse()
+	for _, f := range strings.FieldsFunc(*curve, func(r rune) bool { return r == ',' || r == ' ' }) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "benchpeers: -curve: %q is not a number of sessions\n", f)
+			os.Exit(2)
+		}
+		o.curve = append(o.curve, n)
+	}
 	if o.nMB <= 0 {
 		o.nMB = max(o.n/40, 10)
 	}
@@ -178,6 +188,7 @@ type peer struct {
 	mbP50         []float64         // 1 MB run, p50 µs, one per round
 	idleKB        int64
 	peakKB        int64
+	curveKB       map[int]int64 // peak RSS by sessions (the memory curve)
 }
 
 type env struct {
@@ -260,9 +271,31 @@ func benchPeers(o options, tmp string) error {
 			return err
 		}
 		p.peakKB = hwm
+		p.curveKB = map[int]int64{o.sessions: hwm}
 		logf("%s: %d sessions: %.0f calls/s, errors 0, peak RSS %.1f MB", p.key, o.sessions, r.rps, mb(hwm))
 		stop(p.proc, 15*time.Second)
 		p.proc = nil
+		// The memory curve: the same run at fewer sessions, each on a fresh process.
+		for _, n := range o.curve {
+			if n == o.sessions {
+				continue
+			}
+			if err := e.launch(p); err != nil {
+				return err
+			}
+			if err := e.ready(p); err != nil {
+				return err
+			}
+			if _, err := e.bench(p, benchArgs{c: n, sessions: n, n: 5 * n, warmup: 1, runs: 1, size: 16}); err != nil {
+				return fmt.Errorf("%s, %d sessions: %v", p.key, n, err)
+			}
+			if _, p.curveKB[n], err = memKB(p.proc.Process.Pid); err != nil {
+				return err
+			}
+			logf("%s: %d sessions: peak RSS %.1f MB", p.key, n, mb(p.curveKB[n]))
+			stop(p.proc, 15*time.Second)
+			p.proc = nil
+		}
 	}
 
 	// The interleaved rounds, on one long-running process per HTTP peer.

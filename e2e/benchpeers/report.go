@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 )
@@ -41,6 +42,7 @@ func report(w io.Writer, e *env, peers []*peer, fsyncs []float64, took time.Dura
 			median(p.rps[1]), median(p.rps[8]), median(p.rps[32]), median(p.p50[1]), cpu, idle, peak, mbp)
 	}
 	fmt.Fprintf(w, "\nfdatasync of a 4 KB write on the disk under the gateways' state: median %.0f µs (%d samples, before and after the rounds).\n", fs, len(fsyncs))
+	memoryCurve(w, peers)
 
 	fmt.Fprintln(w, "\nRatios (of the medians above):")
 	full, fullStdio, tbx := byKind["gw-full"], byKind["gw-full-stdio"], byKind["tbxark"]
@@ -137,4 +139,46 @@ func nums(v []float64) string {
 		s[i] = fmt.Sprintf("%.0f", x)
 	}
 	return strings.Join(s, "/")
+}
+
+// memoryCurve prints the peak RSS of each HTTP peer by the number of sessions (one worker each,
+// five calls per session, a fresh process per point).
+func memoryCurve(w io.Writer, peers []*peer) {
+	var counts []int
+	seen := map[int]bool{}
+	for _, p := range peers {
+		for n := range p.curveKB {
+			if !seen[n] {
+				seen[n] = true
+				counts = append(counts, n)
+			}
+		}
+	}
+	if len(counts) < 2 {
+		return
+	}
+	sort.Ints(counts)
+	fmt.Fprint(w, "\nPeak RSS by sessions (a fresh process per point; MB):\n\n| peer |")
+	for _, n := range counts {
+		fmt.Fprintf(w, " %d |", n)
+	}
+	fmt.Fprint(w, "\n|---|")
+	for range counts {
+		fmt.Fprint(w, "---|")
+	}
+	fmt.Fprintln(w)
+	for _, p := range peers {
+		if len(p.curveKB) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "| %s |", p.name)
+		for _, n := range counts {
+			if kb, ok := p.curveKB[n]; ok {
+				fmt.Fprintf(w, " %.1f |", mb(kb))
+			} else {
+				fmt.Fprint(w, " – |")
+			}
+		}
+		fmt.Fprintln(w)
+	}
 }
