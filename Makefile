@@ -63,8 +63,9 @@ BENCH_DIR  ?= ../shared/bench
 TBXARK_DIR ?=
 ROUNDS     ?= 3
 N          ?= 2000
+CURVE      ?= 10,100,250,500
 bench-peers:
-	$(GO) run ./e2e/benchpeers -bench-dir '$(BENCH_DIR)' -tbxark-dir '$(TBXARK_DIR)' -rounds $(ROUNDS) -n $(N)
+	$(GO) run ./e2e/benchpeers -bench-dir '$(BENCH_DIR)' -tbxark-dir '$(TBXARK_DIR)' -rounds $(ROUNDS) -n $(N) -curve '$(CURVE)'
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above are not formatted"; exit 1; }
