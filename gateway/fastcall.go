@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/internal/strictjson"
+	"github.com/mcp-gateway/mcp-gateway/internal/wirejson"
 	"github.com/mcp-gateway/mcp-gateway/upstream"
 )
 
@@ -476,7 +477,7 @@ func (st *sseStream) notify(n *mcp.ProgressNotificationParams) {
 	defer putBuf(b)
 	b.WriteString("event: message\ndata: ")
 	b.WriteString(`{"jsonrpc":"2.0","method":"notifications/progress","params":`)
-	if encodeJSON(b, n) != nil {
+	if wirejson.Append(b, n) != nil {
 		return
 	}
 	b.WriteString("}\n\n")
@@ -492,12 +493,12 @@ func (st *sseStream) answer(id jsonrpc.ID, res *mcp.CallToolResult, err error) {
 	defer putBuf(b)
 	b.WriteString("event: message\ndata: ")
 	b.WriteString(`{"jsonrpc":"2.0","id":`)
-	if encodeJSON(b, id.Raw()) != nil {
+	if wirejson.Append(b, id.Raw()) != nil {
 		return
 	}
 	if err != nil {
 		b.WriteString(`,"error":`)
-		if encodeJSON(b, rpcErrorOf(err)) != nil {
+		if wirejson.Append(b, rpcErrorOf(err)) != nil {
 			return
 		}
 	} else {
@@ -505,7 +506,7 @@ func (st *sseStream) answer(id jsonrpc.ID, res *mcp.CallToolResult, err error) {
 			res.Content = []mcp.Content{} // as the SDK does: no "null"
 		}
 		b.WriteString(`,"result":`)
-		if encodeJSON(b, res) != nil {
+		if wirejson.Append(b, res) != nil {
 			return
 		}
 	}
@@ -528,18 +529,6 @@ func putBuf(b *bytes.Buffer) {
 		b.Reset()
 		eventBufs.Put(b)
 	}
-}
-
-// encodeJSON appends v to b as the SDK's jsonrpc2 encodes it: encoding/json without HTML
-// escaping, and no newline.
-func encodeJSON(b *bytes.Buffer, v any) error {
-	enc := json.NewEncoder(b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	b.Truncate(b.Len() - 1)
-	return nil
 }
 
 // methodNotFoundRaw is the SDK's switch (MCPGODEBUG nomethodnotfoundcodeinerror=1) that
@@ -570,11 +559,11 @@ func writeDuplicate(w http.ResponseWriter, id jsonrpc.ID) {
 	b := eventBufs.Get().(*bytes.Buffer)
 	defer putBuf(b)
 	b.WriteString(`{"jsonrpc":"2.0","id":`)
-	if encodeJSON(b, id.Raw()) != nil {
+	if wirejson.Append(b, id.Raw()) != nil {
 		return
 	}
 	b.WriteString(`,"error":`)
-	if encodeJSON(b, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("duplicate in-flight request ID %v", id.Raw())}) != nil {
+	if wirejson.Append(b, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("duplicate in-flight request ID %v", id.Raw())}) != nil {
 		return
 	}
 	b.WriteString("}")

@@ -1,9 +1,7 @@
 package upstream
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
@@ -11,6 +9,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-gateway/mcp-gateway/internal/wirejson"
 )
 
 // The fast path (docs/design.md, "The fast path"): a tools/call to a stdio server is written
@@ -204,7 +204,7 @@ const codeClientClosing = -32003
 
 // notifyCancelled tells the server that the gateway gave up its call id.
 func (c *stdioConn) notifyCancelled(ctx context.Context, id int64, cause error) {
-	params, err := marshalNoEscape(&mcp.CancelledParams{Reason: cause.Error(), RequestID: id})
+	params, err := wirejson.Marshal(&mcp.CancelledParams{Reason: cause.Error(), RequestID: id})
 	if err != nil {
 		return
 	}
@@ -246,17 +246,6 @@ func encodeCallParams(s *session, params *mcp.CallToolParams) (body []byte, ok b
 			p.Meta = m
 		}
 	}
-	body, err = marshalNoEscape(&p)
+	body, err = wirejson.Marshal(&p)
 	return body, true, err
-}
-
-// marshalNoEscape is json.Marshal without HTML escaping, as the SDK encodes messages.
-func marshalNoEscape(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
