@@ -636,62 +636,78 @@ func fastCount(u *Upstream) int64 {
 
 // TestFastPathDecodesLikeTheSDK decodes results the server's SDK never writes, and results
 // with every content type, both ways.
+// decodeCases are results decoded both ways; the seeds of FuzzFastPathDecodesLikeTheSDK.
+var decodeCases = []string{
+	``, `null`, `{}`, `[]`, `1`, `"x"`, `{"content":[]}`,
+	`{"content":[{"type":"text","text":"a","annotations":{"audience":["user"],"priority":0.5,"lastModified":"t"},"_meta":{"k":[1,{"a":null}]}}]}`,
+	`{"content":[{"type":"image","data":"AAEC","mimeType":"image/png"},{"type":"audio","data":"","mimeType":"audio/wav"}]}`,
+	`{"content":[{"type":"resource_link","uri":"u","name":"n","title":"t","description":"d","mimeType":"m","size":12,"icons":[{"src":"s","sizes":["1x1"],"theme":"light"}]}]}`,
+	`{"content":[{"type":"resource","resource":{"uri":"u","text":"t","_meta":{"x":1}}},{"type":"resource","resource":{"uri":"u","blob":"AAEC"}}]}`,
+	`{"content":[{"type":"resource","resource":null}]}`,
+	`{"content":[{"type":"tool_use","id":"1","name":"n","input":{"a":1}}]}`,
+	`{"content":[{"type":"tool_result","toolUseId":"1","content":[]}]}`,
+	`{"content":[{"type":"tool_result","toolUseId":"1","content":[{"type":"tool_result"}]}]}`,
+	`{"content":[{"type":"Text","text":"a"}]}`,
+	`{"content":[{"type":"text","text":"a","annotations":{"priority":"high"}}]}`,
+	`{"content":[{"type":"text","text":"a","annotations":{"Priority":1}}]}`,
+	`{"content":[{"type":"resource_link","uri":"u","size":-1}]}`,
+	`{"content":[{"type":"resource_link","uri":"u","size":1e3}]}`,
+	`{"content":[{"type":"text"}],"structuredContent":null,"resultType":"complete"}`,
+	`{"content":[],"resultType":"input_required"}`,
+	`{"content":[],"resultType":""}`,
+	`{"content":[],"resultType":5}`,
+	`{"content":[],"requestState":5}`,
+	`{"content":[],"structuredContent":{"n":1.000000000000000000001,"e":"\ud83d\ude00\u2028"}}`,
+	`{"content":[],"structuredContent":"\ud800"}`,
+	`{"content":[],"inputRequests":null}`,
+	`{"content":[],"inputRequests":{}}`,
+	` {"content":[]} `,
+}
+
 func TestFastPathDecodesLikeTheSDK(t *testing.T) {
-	cases := []string{
-		``, `null`, `{}`, `[]`, `1`, `"x"`, `{"content":[]}`,
-		`{"content":[{"type":"text","text":"a","annotations":{"audience":["user"],"priority":0.5,"lastModified":"t"},"_meta":{"k":[1,{"a":null}]}}]}`,
-		`{"content":[{"type":"image","data":"AAEC","mimeType":"image/png"},{"type":"audio","data":"","mimeType":"audio/wav"}]}`,
-		`{"content":[{"type":"resource_link","uri":"u","name":"n","title":"t","description":"d","mimeType":"m","size":12,"icons":[{"src":"s","sizes":["1x1"],"theme":"light"}]}]}`,
-		`{"content":[{"type":"resource","resource":{"uri":"u","text":"t","_meta":{"x":1}}},{"type":"resource","resource":{"uri":"u","blob":"AAEC"}}]}`,
-		`{"content":[{"type":"resource","resource":null}]}`,
-		`{"content":[{"type":"tool_use","id":"1","name":"n","input":{"a":1}}]}`,
-		`{"content":[{"type":"tool_result","toolUseId":"1","content":[]}]}`,
-		`{"content":[{"type":"tool_result","toolUseId":"1","content":[{"type":"tool_result"}]}]}`,
-		`{"content":[{"type":"Text","text":"a"}]}`,
-		`{"content":[{"type":"text","text":"a","annotations":{"priority":"high"}}]}`,
-		`{"content":[{"type":"text","text":"a","annotations":{"Priority":1}}]}`,
-		`{"content":[{"type":"resource_link","uri":"u","size":-1}]}`,
-		`{"content":[{"type":"resource_link","uri":"u","size":1e3}]}`,
-		`{"content":[{"type":"text"}],"structuredContent":null,"resultType":"complete"}`,
-		`{"content":[],"resultType":"input_required"}`,
-		`{"content":[],"resultType":""}`,
-		`{"content":[],"resultType":5}`,
-		`{"content":[],"requestState":5}`,
-		`{"content":[],"structuredContent":{"n":1.000000000000000000001,"e":"\ud83d\ude00\u2028"}}`,
-		`{"content":[],"structuredContent":"\ud800"}`,
-		`{"content":[],"inputRequests":null}`,
-		`{"content":[],"inputRequests":{}}`,
-		` {"content":[]} `,
+	for _, c := range decodeCases {
+		decodesLikeTheSDK(t, c)
 	}
-	for _, c := range cases {
-		fast, ferr := decodeCallToolResult([]byte(c))
-		sdk, serr := decodeBySDK([]byte(c))
-		var want mcp.CallToolResult
-		werr := errors.New("empty")
-		if c != "" {
-			werr = json.Unmarshal([]byte(c), &want) // the SDK's own, through UnmarshalJSON
+}
+
+// FuzzFastPathDecodesLikeTheSDK: whatever a server sends as a result, the fast path decodes it
+// to what the SDK decodes it to, or fails with the SDK's error.
+func FuzzFastPathDecodesLikeTheSDK(f *testing.F) {
+	for _, c := range decodeCases {
+		f.Add(c)
+	}
+	f.Fuzz(decodesLikeTheSDK)
+}
+
+// decodesLikeTheSDK checks the fast path's decoding of result c against the SDK's.
+func decodesLikeTheSDK(t *testing.T, c string) {
+	fast, ferr := decodeCallToolResult([]byte(c))
+	sdk, serr := decodeBySDK([]byte(c))
+	var want mcp.CallToolResult
+	werr := errors.New("empty")
+	if c != "" {
+		werr = json.Unmarshal([]byte(c), &want) // the SDK's own, through UnmarshalJSON
+	}
+	if fmt.Sprint(ferr) != fmt.Sprint(serr) {
+		t.Errorf("%s: error fast %v, sdk %v", c, ferr, serr)
+		return
+	}
+	if ferr != nil {
+		return
+	}
+	fb, _ := json.Marshal(fast)
+	sb, _ := json.Marshal(sdk)
+	if string(fb) != string(sb) {
+		t.Errorf("%s:\nfast %s\n sdk %s", c, fb, sb)
+	}
+	if werr == nil && firstByte([]byte(c)) == '{' {
+		wb, _ := json.Marshal(&want)
+		if string(wb) != string(fb) {
+			t.Errorf("%s: fast %s, UnmarshalJSON %s", c, fb, wb)
 		}
-		if fmt.Sprint(ferr) != fmt.Sprint(serr) {
-			t.Errorf("%s: error fast %v, sdk %v", c, ferr, serr)
-			continue
-		}
-		if ferr != nil {
-			continue
-		}
-		fb, _ := json.Marshal(fast)
-		sb, _ := json.Marshal(sdk)
-		if string(fb) != string(sb) {
-			t.Errorf("%s:\nfast %s\n sdk %s", c, fb, sb)
-		}
-		if werr == nil && firstByte([]byte(c)) == '{' {
-			wb, _ := json.Marshal(&want)
-			if string(wb) != string(fb) {
-				t.Errorf("%s: fast %s, UnmarshalJSON %s", c, fb, wb)
-			}
-		}
-		if fast.NeedsInput() != sdk.NeedsInput() {
-			t.Errorf("%s: NeedsInput fast %v, sdk %v", c, fast.NeedsInput(), sdk.NeedsInput())
-		}
+	}
+	if fast.NeedsInput() != sdk.NeedsInput() {
+		t.Errorf("%s: NeedsInput fast %v, sdk %v", c, fast.NeedsInput(), sdk.NeedsInput())
 	}
 }
 
