@@ -19,10 +19,13 @@ import (
 	"testing"
 	"time"
 
+	segjson "github.com/segmentio/encoding/json"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/internal/strictjson"
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
@@ -568,4 +571,59 @@ func BenchmarkHotPath(b *testing.B) {
 			}
 		})
 	}
+}
+
+// readCallParamsSeeds are tools/call params; the seeds of FuzzReadCallParams.
+var readCallParamsSeeds = []string{
+	`{"name":"echo__say","arguments":{"a":1}}`,
+	`{"name":"echo__say"}`,
+	`{"name":"echo__say","arguments":null,"_meta":null}`,
+	`{"name":"echo__say","arguments":[1,2],"_meta":{"progressToken":"t-1"}}`,
+	`{"name":"echo__say","arguments":"x","_meta":{"progressToken":-7.25e2,"other":{"k":true}}}`,
+	`{"name":"echo__say","_meta":{"progressToken":1e400}}`,
+	`{"name":"echo__say","_meta":{"progressToken":{"a":1}}}`,
+	`{"name":"echo\u005fsay","arguments":{}}`,
+	`{"Name":"echo__say","arguments":{}}`,
+	`{"name":"echo__say","requestState":"s"}`,
+	`{"name":"echo__say","_meta":{"io.modelcontextprotocol/logLevel":"info"}}`,
+	` { "name" : "é—\u2028" , "arguments" : { "x" : [ ] } } `,
+}
+
+// FuzzReadCallParams: whatever params a client sends, when the fast path takes them as plain,
+// the SDK reads the same name, arguments and progress token from them, and nothing that would
+// make it serve the call otherwise.
+func FuzzReadCallParams(f *testing.F) {
+	for _, s := range readCallParamsSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, params string) {
+		if strictjson.Validate([]byte(params)) != nil {
+			return // the door refuses it before the fast path sees it
+		}
+		p, ok := readCallParams([]byte(params))
+		if !ok {
+			return // served by the SDK
+		}
+		var sdk mcp.CallToolParamsRaw
+		if _, err := segjson.Parse([]byte(params), &sdk, segjson.DontMatchCaseInsensitiveStructFields); err != nil {
+			t.Fatalf("%s: taken as plain, but the SDK cannot read it: %v", params, err)
+		}
+		if sdk.Name != p.name {
+			t.Errorf("%s: name %q, the SDK reads %q", params, p.name, sdk.Name)
+		}
+		if !bytes.Equal(bytes.TrimSpace(sdk.Arguments), bytes.TrimSpace(p.args)) {
+			t.Errorf("%s: arguments %s, the SDK reads %s", params, p.args, sdk.Arguments)
+		}
+		if got, want := fmt.Sprintf("%#v", p.token), fmt.Sprintf("%#v", sdk.GetProgressToken()); got != want {
+			t.Errorf("%s: progress token %s, the SDK reads %s", params, got, want)
+		}
+		if sdk.InputResponses != nil || sdk.RequestState != "" {
+			t.Errorf("%s: taken as plain, but it continues a multi-round-trip call", params)
+		}
+		for _, k := range metaKeys[1:] {
+			if _, has := sdk.Meta[k]; has {
+				t.Errorf("%s: taken as plain, but its _meta has %s", params, k)
+			}
+		}
+	})
 }
