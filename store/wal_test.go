@@ -25,6 +25,32 @@ func holdMoves(s *Store) (release func()) {
 	return func() { s.audit.failMove.Store(nil) }
 }
 
+// movedThenHeld appends n call records and moves them into state.db, then holds the moves
+// (holdMoves): what is appended after that is in the write-ahead file only.
+func movedThenHeld(t *testing.T, s *Store, n int) (release func()) {
+	t.Helper()
+	appendCalls(t, s, 0, n, -1, "")
+	if err := s.audit.movePass(); err != nil {
+		t.Fatal(err)
+	}
+	return holdMoves(s)
+}
+
+// appendCalls appends the call records from to from+n-1 (callRecord) with AppendSync; the one
+// numbered endsAt ends the physical call endsCall.
+func appendCalls(t *testing.T, s *Store, from, n, endsAt int, endsCall string) {
+	t.Helper()
+	for i := from; i < from+n; i++ {
+		r := callRecord("arm", "move", i)
+		if i == endsAt {
+			r.EndsCall = endsCall
+		}
+		if _, err := s.Audit().AppendSync(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // snapshot copies the state directory's two files as a crash would leave them: the
 // write-ahead file first, so that whatever the mover does meanwhile is in state.db.
 //
@@ -105,31 +131,14 @@ func seqs(t *testing.T, s *Store) []uint64 {
 func TestWALRecordsAreDurableBeforeTheMove(t *testing.T) {
 	dir := t.TempDir()
 	s := openStore(t, dir, Options{walSize: walMinSize})
-	for i := range 5 {
-		if _, err := s.Audit().AppendSync(context.Background(), callRecord("arm", "move", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.audit.movePass(); err != nil {
-		t.Fatal(err)
-	}
-	release := holdMoves(s)
-	defer release()
+	defer movedThenHeld(t, s, 5)()
 	if err := s.BeginPhysical(Lockout{Server: "arm", Tool: "arm__pick", CallID: "ended"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.BeginPhysical(Lockout{Server: "gripper", Tool: "gripper__close", CallID: "open"}); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 20 {
-		r := callRecord("arm", "move", 5+i)
-		if i == 10 {
-			r.EndsCall = "ended"
-		}
-		if _, err := s.Audit().AppendSync(context.Background(), r); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendCalls(t, s, 5, 20, 15, "ended")
 	if got := seqs(t, s); len(got) != 25 {
 		t.Fatalf("the live store sees %d records, want 25", len(got))
 	}
@@ -315,11 +324,7 @@ func TestWALCorruptMiddleFrameRefusesToOpen(t *testing.T) {
 	s := openStore(t, dir, Options{walSize: walMinSize})
 	release := holdMoves(s)
 	defer release()
-	for i := range 6 {
-		if _, err := s.Audit().AppendSync(context.Background(), callRecord("arm", "move", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendCalls(t, s, 0, 6, -1, "")
 	db, wal := snapshot(t, dir)
 	offs := frames(wal)
 	wal[offs[2]+walHeader+10] ^= 0x20
@@ -359,28 +364,11 @@ func mustEmptyDB(t *testing.T) []byte {
 func TestWALReadOnlyOpenSeesItsRecords(t *testing.T) {
 	dir := t.TempDir()
 	s := openStore(t, dir, Options{walSize: walMinSize})
-	for i := range 3 {
-		if _, err := s.Audit().AppendSync(context.Background(), callRecord("arm", "move", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.audit.movePass(); err != nil {
-		t.Fatal(err)
-	}
-	release := holdMoves(s)
-	defer release()
+	defer movedThenHeld(t, s, 3)()
 	if err := s.BeginPhysical(Lockout{Server: "arm", Tool: "arm__pick", CallID: "ended"}); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 4 {
-		r := callRecord("arm", "move", 3+i)
-		if i == 3 {
-			r.EndsCall = "ended"
-		}
-		if _, err := s.Audit().AppendSync(context.Background(), r); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendCalls(t, s, 3, 4, 6, "ended")
 	db, wal := snapshot(t, dir)
 	copyDir := restore(t, db, wal)
 

@@ -41,21 +41,8 @@ func killedWithRecordsInWAL(t *testing.T) (db, wal []byte) {
 	t.Helper()
 	dir := t.TempDir()
 	s := openStore(t, dir, Options{walSize: walMinSize})
-	for i := range 3 {
-		if _, err := s.Audit().AppendSync(context.Background(), callRecord("arm", "move", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.audit.movePass(); err != nil {
-		t.Fatal(err)
-	}
-	release := holdMoves(s)
-	t.Cleanup(release)
-	for i := range 4 {
-		if _, err := s.Audit().AppendSync(context.Background(), callRecord("arm", "move", 3+i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	t.Cleanup(movedThenHeld(t, s, 3))
+	appendCalls(t, s, 3, 4, -1, "")
 	return snapshot(t, dir)
 }
 
@@ -66,6 +53,15 @@ type walDamage struct {
 	found  string                  // WALGap.Found
 	after  uint64                  // the last record left
 	says   []string                // in the message
+}
+
+// restore is a state directory of db and wal with the damage done to (a copy of) wal, and the
+// damaged file (nil: deleted).
+func (d walDamage) restore(t *testing.T, db, wal []byte) (dir string, damaged []byte) {
+	if d.damage != nil {
+		damaged = d.damage(bytes.Clone(wal))
+	}
+	return restore(t, db, damaged), damaged
 }
 
 func walDamages(t *testing.T, wal []byte) []walDamage {
@@ -97,11 +93,7 @@ func TestWALDamagedTailIsRecordedAsGap(t *testing.T) {
 	db, wal := killedWithRecordsInWAL(t)
 	for _, d := range walDamages(t, wal) {
 		t.Run(d.name, func(t *testing.T) {
-			var damaged []byte
-			if d.damage != nil {
-				damaged = d.damage(bytes.Clone(wal))
-			}
-			dir := restore(t, db, damaged)
+			dir, _ := d.restore(t, db, wal)
 			logger, logs := captureLog()
 			s, err := Open(dir, Options{Logger: logger})
 			if err != nil {
@@ -161,11 +153,7 @@ func TestWALDamagedTailIsRecordedAsGap(t *testing.T) {
 func TestWALCleanCloseHasNoGap(t *testing.T) {
 	dir := t.TempDir()
 	s := openStore(t, dir, Options{walSize: walMinSize})
-	for i := range 5 {
-		if _, err := s.Audit().AppendSync(context.Background(), callRecord("arm", "move", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendCalls(t, s, 0, 5, -1, "")
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -209,11 +197,7 @@ func TestWALDamageReadOnly(t *testing.T) {
 	db, wal := killedWithRecordsInWAL(t)
 	for _, d := range walDamages(t, wal) {
 		t.Run(d.name, func(t *testing.T) {
-			var damaged []byte
-			if d.damage != nil {
-				damaged = d.damage(bytes.Clone(wal))
-			}
-			dir := restore(t, db, damaged)
+			dir, damaged := d.restore(t, db, wal)
 			logger, _ := captureLog()
 			ro := openStore(t, dir, Options{ReadOnly: true, Logger: logger})
 			g := ro.WALGap()
