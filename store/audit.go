@@ -185,7 +185,8 @@ type auditLog struct {
 	// moveMu orders the moves into state.db (the mover's, the writer's when the file is full,
 	// the last one at close).
 	moveMu    sync.Mutex
-	movePoke  chan struct{}
+	movePoke  chan struct{} // many records wait: move them now
+	moveWait  chan struct{} // records wait: move them within moveEvery
 	moverQuit chan struct{}
 	moverDone chan struct{}
 	// failMove, when set (tests), fails every move into state.db with its error.
@@ -206,6 +207,7 @@ func newAuditLog(s *Store, tail chainTail, wait time.Duration, wal *walFile, pen
 		wal:       wal,
 		pending:   pending,
 		movePoke:  make(chan struct{}, 1),
+		moveWait:  make(chan struct{}, 1),
 		moverQuit: make(chan struct{}),
 		moverDone: make(chan struct{}),
 	}
@@ -217,6 +219,9 @@ func newAuditLog(s *Store, tail chainTail, wait time.Duration, wal *walFile, pen
 	}
 	go a.run()
 	go a.mover()
+	if len(pending) > 0 {
+		a.moveWait <- struct{}{}
+	}
 	return a
 }
 
@@ -508,11 +513,13 @@ func (a *auditLog) write(batch []auditItem) (int, error) {
 	n := len(a.pending)
 	a.walMu.Unlock()
 	a.tail = tail
+	wake := a.moveWait
 	if n >= moveRecords || a.pos > a.wal.size/2 {
-		select {
-		case a.movePoke <- struct{}{}:
-		default:
-		}
+		wake = a.movePoke
+	}
+	select {
+	case wake <- struct{}{}:
+	default:
 	}
 	return len(entries), nil
 }
@@ -539,20 +546,16 @@ const (
 )
 
 // mover moves the records synced to the write-ahead file into state.db in the background,
-// every moveEvery or sooner when many wait, retrying with backoff while state.db refuses them:
-// meanwhile the file goes on taking records until it is full.
+// moveEvery after the first of them was synced, or at once when many wait, retrying with
+// backoff while state.db refuses them: meanwhile the file goes on taking records until it is
+// full. While nothing waits it sleeps: an idle gateway does not wake for it.
 func (a *auditLog) mover() {
 	defer close(a.moverDone)
-	t := time.NewTicker(moveEvery)
-	defer t.Stop()
 	backoff := time.Duration(0)
 	failing := false
 	for {
-		select {
-		case <-a.moverQuit:
+		if !failing && !a.awaitMove() {
 			return
-		case <-t.C:
-		case <-a.movePoke:
 		}
 		if backoff > 0 {
 			select {
@@ -576,6 +579,27 @@ func (a *auditLog) mover() {
 		}
 		failing, backoff = false, 0
 	}
+}
+
+// awaitMove waits until records wait to be moved and moveEvery has passed since, or many wait;
+// false when the log is closing.
+func (a *auditLog) awaitMove() bool {
+	select {
+	case <-a.moverQuit:
+		return false
+	case <-a.movePoke:
+		return true
+	case <-a.moveWait:
+	}
+	t := time.NewTimer(moveEvery)
+	defer t.Stop()
+	select {
+	case <-a.moverQuit:
+		return false
+	case <-a.movePoke:
+	case <-t.C:
+	}
+	return true
 }
 
 // movePass moves the records the file holds now; those synced meanwhile wait for the next.

@@ -42,8 +42,9 @@
 // small filesystem, see walMaxSize), so that the sync rewrites blocks the file already owns and
 // costs no journal commit of the filesystem.
 //
-// A mover goroutine puts the records of the file into the audit bucket every 50 ms, or sooner
-// once 1,024 wait or the file is half full, many records per transaction (up to 4,096). The
+// A mover goroutine puts the records of the file into the audit bucket 50 ms after the first of
+// them was synced, or at once when 1,024 wait or the file is half full, many records per
+// transaction (up to 4,096); while nothing waits it sleeps. The
 // transaction that puts a record with [Record].EndsCall also removes that physical call's
 // journal entry, so at every moment such a call has its journal entry in state.db or its record
 // in the file or in state.db. Once every record in the file is in state.db, the writer starts

@@ -458,3 +458,27 @@ func TestWALKeepsTakingRecordsWhileMovesFail(t *testing.T) {
 		t.Errorf("%d records after the restart, %d acknowledged", len(got), acked+1)
 	}
 }
+
+// TestWALMoverMovesALoneRecord: the mover sleeps while nothing waits, and one record appended
+// to an idle store wakes it: the record is in state.db within moveEvery and a little more,
+// with no further write.
+func TestWALMoverMovesALoneRecord(t *testing.T) {
+	s := openStore(t, t.TempDir(), Options{walSize: walMinSize})
+	for round := range 2 {
+		appendCalls(t, s, round, 1, -1, "")
+		deadline := time.Now().Add(moveEvery + 2*time.Second)
+		for {
+			s.audit.walMu.Lock()
+			n := len(s.audit.pending)
+			s.audit.walMu.Unlock()
+			if n == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the record was not moved into state.db", round)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(3 * moveEvery) // idle: the mover is asleep again
+	}
+}
