@@ -508,6 +508,7 @@ func (a *auditLog) write(batch []auditItem) (int, error) {
 		return 0, err
 	}
 	a.pos += need
+	a.wal.used = max(a.wal.used, a.pos)
 	a.walMu.Lock()
 	a.pending = append(a.pending, entries...)
 	n := len(a.pending)

@@ -84,7 +84,9 @@
 // read-only Open writes nothing: it reads the file's records into memory for those readers, and
 // leaves out of the lockouts it shows the journal entries whose end record is in the file. A
 // record larger than the whole file is put into state.db directly, after what the file holds.
-// Close moves everything into state.db and empties the file; what state.db refuses then stays
+// Close moves everything into state.db and empties the file, zeroing all of it that frames were
+// written to (so that a record retention prunes from state.db, and compact then removes from
+// its free pages, is nowhere on the disk after a clean stop); what state.db refuses then stays
 // in the file, synced, for the next Open, and Close says so.
 //
 // # When the disk fails

@@ -227,6 +227,10 @@ type walFile struct {
 	path string
 	f    *os.File
 	size int64
+	// used is how far frames may have been written since the file was last all zeros: empty
+	// zeroes that much, so that a clean stop leaves nothing of a record in the file (a record
+	// retention has pruned from state.db included).
+	used int64
 }
 
 // openWAL opens dir's write-ahead file for writing, creating it (written full of zeros) when it
@@ -297,9 +301,31 @@ func (w *walFile) write(frames []byte, off int64) error {
 	return fdatasync(w.f)
 }
 
-// empty zeroes the start of the file and syncs it, so that no frame is read from it again.
+// written is how far data holds anything but zeros.
+func written(data []byte) int64 {
+	for i := len(data) - 1; i >= 0; i-- {
+		if data[i] != 0 {
+			return int64(i + 1)
+		}
+	}
+	return 0
+}
+
+// empty zeroes the part of the file frames were written to and syncs it: no frame is read from
+// it again, and none is left on the disk.
 func (w *walFile) empty() error {
-	return w.write(make([]byte, min(walResetSpan, w.size)), 0)
+	n := max(min(w.used, w.size), min(walResetSpan, w.size))
+	zeros := make([]byte, min(n, 1<<20))
+	for off := int64(0); off < n; off += int64(len(zeros)) {
+		if _, err := w.f.WriteAt(zeros[:min(int64(len(zeros)), n-off)], off); err != nil {
+			return err
+		}
+	}
+	if err := fdatasync(w.f); err != nil {
+		return err
+	}
+	w.used = 0
+	return nil
 }
 
 // close closes the file; again, it does nothing.
@@ -352,6 +378,8 @@ func (s *Store) loadWAL() error {
 		}
 	} else if w, data, err = openWAL(s.dir, max(s.walSize, recorded)); err != nil {
 		return err
+	} else {
+		w.used = written(data)
 	}
 	sc, err := readWAL(path, data, tail)
 	if err != nil {

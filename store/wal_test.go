@@ -482,3 +482,53 @@ func TestWALMoverMovesALoneRecord(t *testing.T) {
 		time.Sleep(3 * moveEvery) // idle: the mover is asleep again
 	}
 }
+
+// TestWALCleanStopLeavesNoRecordInTheFile: after a clean stop the write-ahead file is all
+// zeros, however far frames were written (past the start that marks it empty, and again from
+// the start after a rewind), so nothing of a record stays there once state.db no longer holds
+// it (retention, then compact). After a kill, the next clean stop clears it too.
+func TestWALCleanStopLeavesNoRecordInTheFile(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir, Options{walSize: walMinSize})
+	appendCalls(t, s, 0, 40, -1, "")
+	if err := s.audit.movePass(); err != nil {
+		t.Fatal(err)
+	}
+	appendCalls(t, s, 40, 3, -1, "") // written from the start again, after the rewind
+	db, wal := snapshot(t, dir)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if i := bytes.IndexFunc(walBytes(t, dir), func(r rune) bool { return r != 0 }); i >= 0 {
+		t.Fatalf("after a clean stop the write-ahead file holds data at byte %d", i)
+	}
+	if nonZero(wal) < 40*100 {
+		t.Fatalf("the copy taken while it ran holds %d bytes of frames, want the frames of 40 records", nonZero(wal))
+	}
+	c := openStore(t, restore(t, db, wal), Options{})
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if i := bytes.IndexFunc(walBytes(t, c.dir), func(r rune) bool { return r != 0 }); i >= 0 {
+		t.Fatalf("after a kill and a clean stop the write-ahead file holds data at byte %d", i)
+	}
+}
+
+func walBytes(t *testing.T, dir string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, WALFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func nonZero(b []byte) int {
+	n := 0
+	for _, c := range b {
+		if c != 0 {
+			n++
+		}
+	}
+	return n
+}
