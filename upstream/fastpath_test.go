@@ -65,9 +65,13 @@ func genTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult
 		Seed    float64 `json:"seed"`
 		Rewrite *int    `json:"rewrite"`
 		Code    int64   `json:"code"` // answer with a JSON-RPC error of this code
+		Plant   bool    `json:"plant"`
 	}
 	if err := json.Unmarshal(req.Params.Arguments, &a); err != nil {
 		return nil, err
+	}
+	if a.Plant {
+		return textResult(plantMarker), nil
 	}
 	if a.Code != 0 {
 		return nil, &jsonrpc.Error{Code: a.Code, Message: "answered with this code"}
@@ -328,6 +332,12 @@ func (rw *rewriter) Write(p []byte) (int, error) {
 		}
 		line := string(rw.buf[:i])
 		rw.buf = rw.buf[i+1:]
+		if strings.Contains(line, plantMarker) {
+			if err := rw.plant(line); err != nil {
+				return 0, err
+			}
+			continue
+		}
 		for _, x := range rewrites {
 			text := `{"type":"text","text":"` + x.marker + `"}`
 			switch {
@@ -346,6 +356,24 @@ func (rw *rewriter) Write(p []byte) (int, error) {
 }
 
 func (rw *rewriter) Close() error { return rw.w.Close() }
+
+// plantMarker in a result makes the rewriter surround its answer with answers nobody asked for:
+// one for the next id, before it (the gateway has not sent that request yet), one for the same
+// id again, after it, and one for an id never used.
+const plantMarker = "@@plant@@"
+
+func (rw *rewriter) plant(answer string) error {
+	id, err := strconv.ParseInt(responseID.FindStringSubmatch(answer)[1], 10, 64)
+	if err != nil {
+		return err
+	}
+	planted := func(id int64, text string) string {
+		return `{"jsonrpc":"2.0","id":` + strconv.FormatInt(id, 10) + `,"result":{"content":[{"type":"text","text":"` + text + `"}]}}` + "\n"
+	}
+	_, err = io.WriteString(rw.w, planted(id+1, "planted for the next call")+answer+"\n"+
+		planted(id, "planted again")+planted(id+1<<20, "planted for no call"))
+	return err
+}
 
 // record follows the file a diff server records what it reads in.
 type record struct {
@@ -903,5 +931,44 @@ func closingCodeAnswer(t *testing.T, fast bool, code int64) {
 	}
 	if fast && fastCount(u) == 0 {
 		t.Fatal("the call did not take the fast path")
+	}
+}
+
+// TestFastPathIgnoresAnswersItDidNotAsk: a server that sends answers for calls the gateway has
+// not made (the next id, before the gateway sent it), answers a call twice, or answers an id
+// never used: each call gets its own answer, nothing hangs, and the connection stays up.
+func TestFastPathIgnoresAnswersItDidNotAsk(t *testing.T) {
+	cfg := stdioServer(t, "diff")
+	cfg.Env[recordEnv] = filepath.Join(t.TempDir(), "record")
+	m, err := startManager(t, []config.Server{cfg}, Options{FastPath: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := m.All()[0]
+	before := u.ready.Load()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := u.Call(ctx, "gen", json.RawMessage(`{"seed":1,"plant":true}`), nil)
+	if err != nil || resultText(t, res) != plantMarker {
+		t.Fatalf("the planting call: %v, %v", res, err)
+	}
+	for seed := 2; seed < 5; seed++ {
+		res, err := u.Call(ctx, "gen", json.RawMessage(fmt.Sprintf(`{"seed":%d}`, seed)), nil)
+		if err != nil {
+			var rpc *jsonrpc.Error
+			if errors.As(err, &rpc) {
+				continue // gen's own error for this seed
+			}
+			t.Fatalf("call %d after the planted answers: %v", seed, err)
+		}
+		if b, _ := json.Marshal(res); strings.Contains(string(b), "planted") {
+			t.Fatalf("call %d got an answer the server planted: %s", seed, b)
+		}
+	}
+	if u.ready.Load() != before {
+		t.Fatal("the connection was restarted")
+	}
+	if fastCount(u) == 0 {
+		t.Fatal("the calls did not take the fast path")
 	}
 }
