@@ -55,6 +55,7 @@ func (d *decoder) check(cfg *Config) {
 	d.checkGuardrails(cfg)
 	d.checkAuth(cfg)
 	d.checkLLM(cfg)
+	d.checkTelemetry(&cfg.Telemetry)
 	seen := map[string]int{} // server name -> index of its first server
 	for i := range cfg.Servers {
 		d.checkServer(cfg, i, dir, seen)
@@ -313,16 +314,21 @@ func (d *decoder) checkHeaders(s *Server, loc location) {
 	}
 }
 
+// unwrapURLError is err without the url.Error around it, which repeats the URL.
+func unwrapURLError(err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		return uerr.Err
+	}
+	return err
+}
+
 // checkURL returns what is wrong with a server url, or "". It never repeats the url, which
 // might carry a password.
 func checkURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return fmt.Sprintf("is not a valid URL: %v", err)
+		return fmt.Sprintf("is not a valid URL: %v", unwrapURLError(err))
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":

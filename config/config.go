@@ -12,6 +12,7 @@ type Config struct {
 	Approvals  Approvals  `yaml:"approvals" json:"approvals,omitempty" jsonschema:"description=How calls that need an operator's approval are announced and how long they wait."`
 	Auth       Auth       `yaml:"auth" json:"auth,omitempty" jsonschema:"description=Bearer tokens for /mcp and /admin and the principals they stand for."`
 	Console    Console    `yaml:"console" json:"console,omitempty" jsonschema:"description=The operator console served at /console."`
+	Telemetry  Telemetry  `yaml:"telemetry" json:"telemetry,omitempty" jsonschema:"description=Distributed tracing over OTLP (OpenTelemetry) and the optional export of audit records as OTLP logs; off without an endpoint."`
 	LLM        LLM        `yaml:"llm" json:"llm,omitempty" jsonschema:"description=The model and loop options of the built-in agent (mcp-gateway agent)."`
 	// Experience maps a tool's public or upstream name to notes the agent appends to its
 	// description at the start of a run.

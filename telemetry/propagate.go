@@ -1,0 +1,147 @@
+package telemetry
+
+import (
+	"context"
+	"net/http"
+
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// The W3C trace context keys, in params._meta (MCP SEP-414) as in HTTP headers.
+const (
+	KeyTraceparent = "traceparent"
+	KeyTracestate  = "tracestate"
+	KeyBaggage     = "baggage"
+)
+
+var (
+	traceContext = propagation.TraceContext{}
+	baggageProp  = propagation.Baggage{}
+)
+
+// metaCarrier reads and writes trace context in a message's _meta object.
+type metaCarrier map[string]any
+
+func (m metaCarrier) Get(key string) string {
+	s, _ := m[key].(string)
+	return s
+}
+
+func (m metaCarrier) Set(key, value string) { m[key] = value }
+
+func (m metaCarrier) Keys() []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// FromMeta returns ctx with the remote span context and baggage that meta (a request's
+// params._meta) carries, when telemetry is on. A traceparent that is absent, not a string or
+// malformed leaves ctx as it is: trace context is a hint, never a reason to refuse a call.
+func (p *Provider) FromMeta(ctx context.Context, meta map[string]any) context.Context {
+	if p == nil || len(meta) == 0 {
+		return ctx
+	}
+	if _, ok := meta[KeyTraceparent].(string); !ok {
+		if _, ok := meta[KeyBaggage].(string); !ok {
+			return ctx
+		}
+	}
+	c := metaCarrier(meta)
+	ctx = traceContext.Extract(ctx, c)
+	return baggageProp.Extract(ctx, c)
+}
+
+// FromHeader returns ctx with the remote span context and baggage of an HTTP request's
+// traceparent, tracestate and baggage headers, when telemetry is on and ctx has no remote span
+// context yet (params._meta, the MCP-level context, wins over the transport's).
+func (p *Provider) FromHeader(ctx context.Context, h http.Header) context.Context {
+	if p == nil || h.Get(KeyTraceparent) == "" && h.Get(KeyBaggage) == "" {
+		return ctx
+	}
+	c := propagation.HeaderCarrier(h)
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		ctx = traceContext.Extract(ctx, c)
+	}
+	if baggage.FromContext(ctx).Len() == 0 {
+		ctx = baggageProp.Extract(ctx, c)
+	}
+	return ctx
+}
+
+// Fields are the trace context values to send upstream for ctx: traceparent and tracestate of
+// its span, and its baggage when telemetry.forward_baggage is on. All are "" when telemetry is
+// off or ctx holds no valid span context.
+func (p *Provider) Fields(ctx context.Context) (traceparent, tracestate, bag string) {
+	if p == nil || !trace.SpanContextFromContext(ctx).IsValid() {
+		return "", "", ""
+	}
+	var c fieldCarrier
+	traceContext.Inject(ctx, &c)
+	if p.forwardBaggage {
+		baggageProp.Inject(ctx, &c)
+	}
+	return c.traceparent, c.tracestate, c.baggage
+}
+
+// InjectMeta sets ctx's trace context (Fields) into meta, the _meta of a request about to go
+// upstream, making meta when it is nil and there is something to set. Keys the caller's meta
+// already had under these names are replaced: the upstream's parent is the gateway's span, not
+// whatever the client put there. Telemetry off, meta is returned as it is.
+func (p *Provider) InjectMeta(ctx context.Context, meta map[string]any) map[string]any {
+	tp, ts, bag := p.Fields(ctx)
+	if tp == "" {
+		return meta
+	}
+	if meta == nil {
+		meta = make(map[string]any, 3)
+	}
+	meta[KeyTraceparent] = tp
+	if ts != "" {
+		meta[KeyTracestate] = ts
+	} else {
+		delete(meta, KeyTracestate)
+	}
+	if bag != "" {
+		meta[KeyBaggage] = bag
+	} else {
+		delete(meta, KeyBaggage)
+	}
+	return meta
+}
+
+// InjectHeader sets ctx's trace context (Fields) as the traceparent, tracestate and (when
+// forwarded) baggage headers of an outgoing HTTP request: an upstream's, a model provider's.
+func (p *Provider) InjectHeader(ctx context.Context, h http.Header) {
+	tp, ts, bag := p.Fields(ctx)
+	if tp == "" {
+		return
+	}
+	h.Set(KeyTraceparent, tp)
+	if ts != "" {
+		h.Set(KeyTracestate, ts)
+	}
+	if bag != "" {
+		h.Set(KeyBaggage, bag)
+	}
+}
+
+// fieldCarrier collects the injected values without a map.
+type fieldCarrier struct{ traceparent, tracestate, baggage string }
+
+func (c *fieldCarrier) Get(string) string { return "" }
+func (c *fieldCarrier) Keys() []string    { return nil }
+func (c *fieldCarrier) Set(key, value string) {
+	switch key {
+	case KeyTraceparent:
+		c.traceparent = value
+	case KeyTracestate:
+		c.tracestate = value
+	case KeyBaggage:
+		c.baggage = value
+	}
+}
