@@ -23,6 +23,7 @@ import (
 	"github.com/mcp-gateway/mcp-gateway/guards"
 	"github.com/mcp-gateway/mcp-gateway/policies"
 	"github.com/mcp-gateway/mcp-gateway/store"
+	"github.com/mcp-gateway/mcp-gateway/telemetry"
 	"github.com/mcp-gateway/mcp-gateway/upstream"
 )
 
@@ -49,6 +50,9 @@ type Options struct {
 	// this gateway's admin API) and how to enable approvals: a call that needs one is refused
 	// at once with it rather than left to expire.
 	NoApprover string
+	// Telemetry exports the spans of calls (telemetry.New); nil is telemetry off, and the chain
+	// then has no tracing step at all.
+	Telemetry *telemetry.Provider
 }
 
 // Gateway is one running gateway: its upstreams, its catalog, its call chain and its MCP server.
@@ -215,6 +219,10 @@ func (g *Gateway) buildChain(cfg *config.Config, engine *policies.Engine, sets *
 		})
 	}
 	var steps []governor.Step
+	if g.opts.Telemetry != nil {
+		// Outermost: the metrics' exemplars, the audit record and the log line read its span.
+		steps = append(steps, governor.Trace(g.opts.Telemetry))
+	}
 	if g.metrics.calls != nil {
 		steps = append(steps, g.metrics.calls.Observe())
 	}

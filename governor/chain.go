@@ -37,6 +37,11 @@ type Call struct {
 	Progress func(*mcp.ProgressNotificationParams)
 	// Start is when the gateway received the call.
 	Start time.Time
+	// RequestID is the JSON-RPC id of the client's request as text ("" when there is none: the
+	// built-in agent, a halt); Transport how the call came: "http", "stdio" or "agent". Both are
+	// for the call's span (telemetry).
+	RequestID string
+	Transport string
 
 	// Tool is the resolved tool, set by the resolve step.
 	Tool *Tool

@@ -300,18 +300,16 @@ func Child(ctx context.Context, name string, opts ...trace.SpanStartOption) (con
 func Traced(ctx context.Context) bool { return trace.SpanFromContext(ctx).IsRecording() }
 
 // Fail marks span as failed with kind (a failure kind of the chain, or an error class): the
-// error.type attribute, an Error status whose description is kind, and an event named
-// "refused" carrying reason when reason is given. Reasons are the chain's own words, already
-// scrubbed of what guards removed; they never hold argument values.
-func Fail(span trace.Span, kind, reason string) {
+// error.type attribute, an Error status whose description is kind, and an event named "refused"
+// carrying the kind. The reason is not put on the span: it may quote what a caller sent (a
+// schema error names the offending value); the audit record, found by its trace_id, has it.
+func Fail(span trace.Span, kind string) {
 	if !span.IsRecording() {
 		return
 	}
 	span.SetAttributes(AttrErrorType.String(kind))
 	span.SetStatus(codes.Error, kind)
-	if reason != "" {
-		span.AddEvent("refused", trace.WithAttributes(AttrErrorType.String(kind), attribute.String("reason", truncate(reason, 512))))
-	}
+	span.AddEvent("refused", trace.WithAttributes(AttrErrorType.String(kind)))
 }
 
 // IDs returns the trace and span ids of the span ctx holds, hex-encoded, or "" and "" when it
@@ -334,14 +332,5 @@ func SampledTraceID(ctx context.Context) string {
 	return sc.TraceID().String()
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 { // do not cut a UTF-8 sequence
-		n--
-	}
-	return s[:n] + "…"
-}
 
 var noopTracer = noop.NewTracerProvider().Tracer(Scope)
