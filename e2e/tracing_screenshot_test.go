@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// heldCallConfig: the simulated robot is physical, drives take 400 ms, and every drive waits for
+// a person's approval; telemetry exports to Jaeger.
+const heldCallConfig = `
+gateway: {listen: "{{listen}}", name: ` + gatewayService + `}
+servers:
+  - name: robot
+    command: "{{sim}}"
+    args: ["-name", "{{marker}}", "-travel-time", "400ms"]
+    physical: true
+policies:
+  rules:
+    - id: drives-need-a-person
+      effect: require_approval
+      when: 'upstream_tool == "navigate_to"'
+      reason: a person watches the cell
+approvals: {use: memory, timeout: 2m}
+telemetry:
+  endpoint: "{{otlp}}"
+`
+
+// TestJaegerScreenshotOfAnApprovedCall makes docs/jaeger-approved-call.png: Jaeger's UI showing
+// the trace of a physical call that was held for approval, approved by an operator and run. It
+// needs Jaeger UI's built assets, which the Go build of Jaeger does not have, and runs only when
+// asked: TRACE_SCREENSHOTS=<folder for the PNG> JAEGER_UI_DIR=<jaeger-ui's packages/jaeger-ui/build>
+// (docs/operations.md, "Tracing", says how to build them).
+func TestJaegerScreenshotOfAnApprovedCall(t *testing.T) {
+	out, ui := os.Getenv("TRACE_SCREENSHOTS"), os.Getenv("JAEGER_UI_DIR")
+	if out == "" || ui == "" {
+		t.Skip("set TRACE_SCREENSHOTS to a folder and JAEGER_UI_DIR to Jaeger UI's built assets to make the screenshot")
+	}
+	if _, err := os.Stat(filepath.Join(ui, "index.html")); err != nil {
+		t.Fatalf("JAEGER_UI_DIR=%s has no index.html: build Jaeger UI first (%v)", ui, err)
+	}
+	noOTelEnv(t)
+	browser := newChromium(t)
+	j := startJaeger(t, ui)
+	tr := clientTracer(t, j)
+	cfg, addr := writeConfig(t, strings.ReplaceAll(heldCallConfig, "{{otlp}}", j.otlpHTTP))
+	startGateway(t, cfg, addr)
+	cs := connectHTTP(t, addr, nil)
+
+	type answer struct {
+		sc  trace.SpanContext
+		err error
+		ok  bool
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err, sc := tracedCall(t, tr, cs, "robot__navigate_to", map[string]any{"target": "shelf"})
+		done <- answer{sc, err, err == nil && !res.IsError}
+	}()
+	id := pendingApproval(t, cfg)
+	time.Sleep(1500 * time.Millisecond) // the operator takes a moment: the wait shows in the trace
+	cliOK(t, "approvals", "approve", id, "-c", cfg, "--operator", "alice", "--reason", "the cell is clear")
+	a := <-done
+	if !a.ok {
+		t.Fatalf("the approved drive failed: %v", a.err)
+	}
+	traceID := a.sc.TraceID().String()
+	got := j.waitTrace(t, traceID, "the client's and the gateway's spans", func(tr *jTrace) bool {
+		call := tr.find(gatewayService, "tools/call robot__navigate_to")
+		return tr.find(clientService, "agent step") != nil && call != nil && len(stepSpans(tr, call)) > 0
+	})
+	time.Sleep(2 * time.Second) // the gateway's last batch
+	got, _ = j.trace(t, traceID)
+	t.Logf("the trace of the approved call:\n%s", got.outline())
+
+	page := newPage(t, browser, j.query)
+	page.run("the trace page",
+		chromedp.EmulateViewport(1400, 860),
+		chromedp.Navigate(j.query+"/trace/"+traceID))
+	page.waitJSText(30*time.Second, "tools/call robot__navigate_to")
+	time.Sleep(time.Second) // the timeline's layout settles
+	png, err := chromedp.Run(page.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	path := filepath.Join(out, "jaeger-approved-call.png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s", path)
+}
+
+// waitJSText waits until the page's text holds s.
+func (p *browserPage) waitJSText(within time.Duration, s string) {
+	p.t.Helper()
+	deadline := time.Now().Add(within)
+	for !eval[bool](p, fmt.Sprintf(`document.body.innerText.includes(%q)`, s)) {
+		if time.Now().After(deadline) {
+			p.t.Fatalf("the page never showed %q; it shows:\n%.2000s", s, p.str(`document.body.innerText`))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// outline is the trace as an indented tree with each span's service, duration and the tags
+// that tell the steps apart, for the docs.
+func (tr *jTrace) outline() string {
+	var b strings.Builder
+	var walk func(s *jSpan, depth int)
+	walk = func(s *jSpan, depth int) {
+		var notes []string
+		for _, k := range []string{"span.kind", "error.type", "mcp_gateway.policy.rule", "mcp_gateway.policy.effect", "mcp_gateway.outcome"} {
+			if v, ok := s.tag(k); ok {
+				notes = append(notes, k+"="+v)
+			}
+		}
+		fmt.Fprintf(&b, "%s%s  [%s] %s  %s\n", strings.Repeat("  ", depth), s.OperationName, s.Service,
+			(time.Duration(s.Duration) * time.Microsecond).Round(100*time.Microsecond), strings.Join(notes, " "))
+		for _, c := range tr.children(s.SpanID) {
+			walk(c, depth+1)
+		}
+	}
+	for _, s := range tr.Spans {
+		if p := s.parent(); p == "" || tr.byID(p) == nil {
+			walk(s, 0)
+		}
+	}
+	return b.String()
+}
