@@ -1,7 +1,8 @@
 // Package agent is the built-in agent (SPEC.md §12): a tool loop that runs a model against the
 // governed catalog in-process. Every call it makes goes through the same governed chain as an
 // MCP client's, as principal "agent"; after an unknown outcome (a lockout) it stops instead of
-// letting the model retry physical actions blind.
+// letting the model retry physical actions blind. With a tracer, a run is a span tree (run →
+// step → model request and tool calls, trace.go) whose model requests carry their traceparent.
 package agent
 
 import (
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcp-gateway/mcp-gateway/agent/model"
 	"github.com/mcp-gateway/mcp-gateway/governor"
@@ -22,6 +25,9 @@ import (
 
 // Principal is who the agent's calls are made as, in policies and audit records.
 const Principal = "agent"
+
+// transport is governor.Call.Transport of the agent's calls: in-process, neither HTTP nor stdio.
+const transport = "agent"
 
 // Instructions is the system text every run starts with.
 const Instructions = "You drive a robot through governed tools. Call one tool at a time when an action " +
@@ -110,6 +116,15 @@ type Runner struct {
 	// Metrics counts the model requests, tokens, cost and retries; nil counts nothing. Its
 	// OnRetry goes in the model's settings (model.Settings.OnRetry) for retries to count.
 	Metrics *Metrics
+	// Tracer, when set, traces the run (see trace.go): a span for the run, each step and each
+	// model request, with the tool calls' spans (the gateway's, when its chain is traced) under
+	// their step's. The model's transport sends the model request span as the request's
+	// traceparent when its settings carry the injection (model.Settings.InjectHeader). Nil
+	// traces nothing and costs nothing.
+	Tracer trace.Tracer
+	// Provider and ModelName name the model on the spans: the llm section's provider and the
+	// model its requests ask for (model.Settings.RequestModel).
+	Provider, ModelName string
 }
 
 // Report is how a run ended.
@@ -161,6 +176,11 @@ type run struct {
 	*Runner
 	report Report
 	err    error // the first transcript write that failed
+	// span is the run's span, nil when the run is not traced; chatName and chatAttrs are the
+	// name and fixed attributes of its model request spans.
+	span      trace.Span
+	chatName  string
+	chatAttrs []attribute.KeyValue
 }
 
 // Run runs task to its end. The report says how it ended; the error is set when the run could
@@ -168,6 +188,9 @@ type run struct {
 // Exit is ExitError.
 func (r *Runner) Run(ctx context.Context, task string) (*Report, error) {
 	rn := &run{Runner: r}
+	maxSteps := max(r.Options.MaxSteps, 1)
+	ctx = rn.startRun(ctx, maxSteps)
+	defer rn.endRun()
 	gr, screened := r.InputGuards.CheckText(ctx, "", "", task)
 	if blocked(gr) {
 		rn.emit(Event{Type: "task", Reason: gr.Reason})
@@ -185,7 +208,7 @@ func (r *Runner) Run(ctx context.Context, task string) (*Report, error) {
 	}
 	rn.emit(Event{Type: "task", Text: task, Reason: gr.Reason})
 	rn.printf("task: %s\n", task)
-	maxSteps := max(r.Options.MaxSteps, 1)
+	rn.chatSpan()
 	for {
 		if rn.report.Steps >= maxSteps {
 			return rn.end(ExitBudget, fmt.Sprintf("max_steps %d reached", maxSteps), nil)
@@ -194,57 +217,72 @@ func (r *Runner) Run(ctx context.Context, task string) (*Report, error) {
 			return rn.end(ExitError, cancelled(err), err)
 		}
 		rn.report.Steps++
-		step := rn.report.Steps
-		start := time.Now()
-		res, err := r.Model.Generate(ctx, call)
-		took := time.Since(start)
-		r.Metrics.request(res, err)
-		if err != nil {
-			if ctx.Err() != nil {
-				return rn.end(ExitError, cancelled(ctx.Err()), err)
-			}
-			return rn.end(ExitError, err.Error(), err)
+		if rep, err := rn.step(ctx, call, rn.report.Steps); rep != nil {
+			return rep, err
 		}
-		rn.addUsage(res.Usage)
-		usage := res.Usage
-		calls := res.ToolCalls()
-		// A final answer passes the output guards before anything shows it.
-		final := !res.Refusal && res.FinishReason != model.FinishError && len(calls) == 0
-		text := res.Text()
-		var gr guards.Result
-		if final {
-			gr, text = rn.OutputGuards.CheckText(ctx, "", "", text)
-			if blocked(gr) {
-				text = ""
-			}
-		}
-		rn.emit(Event{Type: "step", Step: step, Text: text, FinishReason: res.FinishReason, Usage: &usage, DurationMS: ms(took)})
-		rn.printf("step %d (%s, %d+%d tokens, %s)\n", step, res.FinishReason, usage.InputTokens, usage.OutputTokens, took.Round(time.Millisecond))
-		if text != "" {
-			rn.printf("  model: %s\n", text)
-		}
-		switch {
-		case res.Refusal:
-			return rn.end(ExitRefused, fmt.Sprintf("%s: %s", governor.KindModelRefusal, res.RefusalReason), nil)
-		case res.FinishReason == model.FinishError:
-			return rn.end(ExitError, "the model reported an error: "+res.Error, nil)
-		case final:
-			return rn.answer(gr, text)
-		}
-		if why := rn.overBudget(); why != "" {
-			return rn.end(ExitBudget, why, nil)
-		}
-		call.Messages = append(call.Messages, res.AssistantMessage())
-		results := make([]model.ToolResult, 0, len(calls))
-		for i, tc := range calls {
-			out := rn.callTool(ctx, step, i, tc)
-			results = append(results, model.ToolResult{CallID: tc.ID, Name: tc.Name, Content: resultText(out.Result), IsError: !out.Success})
-			if r.Options.HaltOnUnknownOutcome && out.Kind == governor.KindExecutionStatusUnknown {
-				return rn.end(ExitHalted, fmt.Sprintf("%s on %s: %s", out.Kind, tc.Name, out.Reason), nil)
-			}
-		}
-		call.Messages = append(call.Messages, model.Message{Role: model.RoleTool, ToolResults: results})
 	}
+}
+
+// step makes one model request and runs the tool calls it asks for, appending both to call's
+// messages. It returns the report when the run ended in the step, nil when it goes on.
+func (rn *run) step(ctx context.Context, call *model.Call, step int) (*Report, error) {
+	ctx, span := rn.startStep(ctx, step)
+	if span != nil {
+		defer span.End()
+	}
+	start := time.Now()
+	res, err := rn.generate(ctx, call)
+	took := time.Since(start)
+	rn.Metrics.request(res, err)
+	if err != nil {
+		if ctx.Err() != nil {
+			return rn.end(ExitError, cancelled(ctx.Err()), err)
+		}
+		return rn.end(ExitError, err.Error(), err)
+	}
+	rn.addUsage(res.Usage)
+	usage := res.Usage
+	calls := res.ToolCalls()
+	if span != nil {
+		span.SetAttributes(attrToolCalls.Int(len(calls)))
+	}
+	// A final answer passes the output guards before anything shows it.
+	final := !res.Refusal && res.FinishReason != model.FinishError && len(calls) == 0
+	text := res.Text()
+	var gr guards.Result
+	if final {
+		gr, text = rn.OutputGuards.CheckText(ctx, "", "", text)
+		if blocked(gr) {
+			text = ""
+		}
+	}
+	rn.emit(Event{Type: "step", Step: step, Text: text, FinishReason: res.FinishReason, Usage: &usage, DurationMS: ms(took)})
+	rn.printf("step %d (%s, %d+%d tokens, %s)\n", step, res.FinishReason, usage.InputTokens, usage.OutputTokens, took.Round(time.Millisecond))
+	if text != "" {
+		rn.printf("  model: %s\n", text)
+	}
+	switch {
+	case res.Refusal:
+		return rn.end(ExitRefused, fmt.Sprintf("%s: %s", governor.KindModelRefusal, res.RefusalReason), nil)
+	case res.FinishReason == model.FinishError:
+		return rn.end(ExitError, "the model reported an error: "+res.Error, nil)
+	case final:
+		return rn.answer(gr, text)
+	}
+	if why := rn.overBudget(); why != "" {
+		return rn.end(ExitBudget, why, nil)
+	}
+	call.Messages = append(call.Messages, res.AssistantMessage())
+	results := make([]model.ToolResult, 0, len(calls))
+	for i, tc := range calls {
+		out := rn.callTool(ctx, step, i, tc)
+		results = append(results, model.ToolResult{CallID: tc.ID, Name: tc.Name, Content: resultText(out.Result), IsError: !out.Success})
+		if rn.Options.HaltOnUnknownOutcome && out.Kind == governor.KindExecutionStatusUnknown {
+			return rn.end(ExitHalted, fmt.Sprintf("%s on %s: %s", out.Kind, tc.Name, out.Reason), nil)
+		}
+	}
+	call.Messages = append(call.Messages, model.Message{Role: model.RoleTool, ToolResults: results})
+	return nil, nil
 }
 
 // cancelled is the reason of a run stopped by its context (Ctrl-C, SIGTERM, a deadline).
@@ -298,14 +336,18 @@ func (rn *run) callTool(ctx context.Context, step, i int, tc model.ToolCall) *go
 	case rn.Options.OneToolPerTurn && i > 0:
 		out = governor.Refuse(governor.KindOneToolPerTurn,
 			fmt.Sprintf("only one tool call runs per turn; %s was not executed: call it again after reading the result of the first", tc.Name))
+		rn.refusedCall(ctx, tc.Name, out.Kind)
 	case !tc.ValidArguments():
 		out = governor.Refuse(governor.KindInvalidArguments,
 			fmt.Sprintf("the arguments of %s are not a JSON object; %s was not executed", tc.Name, tc.Name))
+		rn.refusedCall(ctx, tc.Name, out.Kind)
 	default:
 		executed = true
 		rn.report.Calls++
+		// ctx is the step's: the gateway's call span, when its chain is traced, is the step's
+		// child.
 		out = rn.Caller.Call(ctx, &governor.Call{
-			Name: tc.Name, Args: tc.Arguments, Principal: Principal, Session: rn.RunID, Start: start,
+			Name: tc.Name, Args: tc.Arguments, Principal: Principal, Session: rn.RunID, Start: start, Transport: transport,
 		})
 	}
 	took := time.Since(start)

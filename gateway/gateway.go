@@ -158,6 +158,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		OnResourceUpdated: g.resourceUpdated,
 		Version:           Version,
 		FastPath:          cfg.Gateway.FastPathOn(),
+		Telemetry:         g.opts.Telemetry,
 	}
 	var lockouts *governor.Lockouts
 	if opts.Store != nil {

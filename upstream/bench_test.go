@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/telemetry"
 )
 
 // inMemoryDial connects sessions to srv in process, to measure the package's own cost.
@@ -104,16 +105,26 @@ func BenchmarkStdioRead(b *testing.B) {
 }
 
 // BenchmarkCallStdio measures one call to a real stdio server, on the fast path (fastcall.go)
-// and on the SDK's, so that what each allocates per call is visible (-benchmem).
+// and on the SDK's, so that what each allocates per call is visible (-benchmem); "-traced" with
+// telemetry on and the call made in a span's context, so that the trace context in _meta
+// (trace.go) is sent.
 func BenchmarkCallStdio(b *testing.B) {
 	args := json.RawMessage(`{"object": "cup", "speed": 0.5}`)
 	ctx := WithOrigin(context.Background(), &Origin{Capabilities: &mcp.ClientCapabilities{}})
+	tel, tracer := newTracing(b, false)
+	traced, span := tracer.Start(ctx, "tools/call robot__echo")
+	defer span.End()
 	for _, path := range []struct {
 		name string
 		fast bool
-	}{{"fast", true}, {"sdk", false}} {
+		tel  *telemetry.Provider
+	}{{"fast", true, nil}, {"sdk", false, nil}, {"fast-traced", true, tel}, {"sdk-traced", false, tel}} {
 		b.Run(path.name, func(b *testing.B) {
-			m := NewManager([]config.Server{stdioServer(b, "tools")}, Options{FastPath: path.fast})
+			ctx := ctx
+			if path.tel != nil {
+				ctx = traced
+			}
+			m := NewManager([]config.Server{stdioServer(b, "tools")}, Options{FastPath: path.fast, Telemetry: path.tel})
 			b.Cleanup(func() { _ = m.Close() })
 			if err := m.Start(context.Background()); err != nil {
 				b.Fatal(err)

@@ -73,6 +73,9 @@ func (u *Upstream) Call(ctx context.Context, name string, args json.RawMessage, 
 	}
 	origin := OriginOf(ctx)
 	params := &mcp.CallToolParams{Name: name, Meta: origin.meta()}
+	if u.opts.Telemetry != nil {
+		params.Meta = u.traceMeta(ctx, params.Meta) // in Meta: both paths send it (trace.go)
+	}
 	if origin != nil {
 		params.InputResponses, params.RequestState = origin.InputResponses, origin.RequestState
 	}

@@ -28,6 +28,10 @@
 //     whether the tool ran is unknown, and the server is being restarted;
 //   - any other [*CallError]: the server answered with a protocol error.
 //
+// With Options.Telemetry set, a call carries the trace context of the gateway's span in its
+// _meta, and to an HTTP server in its headers too, so that the server's spans nest under the
+// gateway's (trace.go).
+//
 // Either kind of CallError may wrap an [*OutputError]: the server's answer was refused as it was
 // read (over max_result_bytes, not UTF-8, not JSON-RPC), so the call was sent and its result is
 // lost. A stdio server's stdout is read by stdioTransport (stdio.go), an HTTP server's bodies

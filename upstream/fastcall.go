@@ -23,10 +23,11 @@ import (
 // progress and log notifications reach their handlers as before.
 //
 // What is written is the message the SDK would write for the same call, byte for byte but for
-// its id, and what a caller gets back (a result, an error, the cancellation sent when ctx
-// ends) is what ClientSession.CallTool gives; TestFastPathMatchesTheSDK holds it to that. An
-// HTTP server keeps the SDK's path: its connection (the SDK's streamable client) is not the
-// gateway's to read.
+// its id (trace context included: Call puts it in the params both paths encode, trace.go), and
+// what a caller gets back (a result, an error, the cancellation sent when ctx ends) is what
+// ClientSession.CallTool gives; TestFastPathMatchesTheSDK holds it to that. An HTTP server
+// keeps the SDK's path: its connection (the SDK's streamable client) is not the gateway's to
+// read.
 
 // fastIDBase: the gateway's own requests have ids above it. The SDK's client numbers its
 // requests on a connection 1, 2, 3…; it would take it 2^50 requests to reach this range, so

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,8 +22,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/telemetry"
 )
 
 // recordEnv names the file the "diff" test server appends every byte it reads to.
@@ -433,7 +436,11 @@ type outcome struct {
 
 // callOnce makes call i on u.
 func callOnce(u *Upstream, c diffCall) outcome {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	base := c.trace
+	if base == nil {
+		base = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(base, 20*time.Second)
 	defer cancel()
 	if c.origin != nil {
 		ctx = WithOrigin(ctx, c.origin)
@@ -477,6 +484,8 @@ type diffCall struct {
 	origin   *Origin
 	progress bool
 	cancel   bool
+	// trace is the context the call is made in, holding the gateway's span, or nil.
+	trace context.Context
 }
 
 func newDiffCall(r *rand.Rand, i int, rewrite int) diffCall {
@@ -517,6 +526,36 @@ func newDiffCall(r *rand.Rand, i int, rewrite int) diffCall {
 	return c
 }
 
+// diffTracestate is the tracestate of some of the client contexts diffTrace makes: characters
+// an encoder that escapes HTML would write otherwise.
+const diffTracestate = "gw=<a&b>,other=1"
+
+// diffTrace draws the context of a differential call: none, or a span of the gateway's, under a
+// client's sampled or unsampled context with tracestate and baggage, or a root.
+func diffTrace(r *rand.Rand, tel *telemetry.Provider, tracer trace.Tracer) (context.Context, trace.Span) {
+	var parent context.Context
+	switch r.IntN(4) {
+	case 0:
+		return nil, trace.SpanFromContext(context.Background())
+	case 1:
+		parent = tel.FromMeta(context.Background(), map[string]any{
+			telemetry.KeyTraceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+			telemetry.KeyTracestate:  diffTracestate,
+			// One member: the OTel SDK writes the members of a baggage in map order, which
+			// differs from call to call (and so between the two Upstreams), not between paths.
+			telemetry.KeyBaggage: "user=al%20ice%3C%26%3E;p=1",
+		})
+	case 2:
+		parent = tel.FromMeta(context.Background(), map[string]any{
+			telemetry.KeyTraceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", // not sampled
+			telemetry.KeyTracestate:  diffTracestate,
+		})
+	default:
+		parent = context.Background()
+	}
+	return tracer.Start(parent, "tools/call robot__gen")
+}
+
 // rewriteFails reports whether the SDK fails to decode what rewrite k makes. Such a failure
 // takes the server's connection down (on either path: it is not an answer the gateway can
 // tie to anything but a broken server), so those are made only a few times.
@@ -536,7 +575,7 @@ type diffPair struct {
 	fastRec, sdkRec *record
 }
 
-func startDiffPair(t *testing.T, version string) diffPair {
+func startDiffPair(t *testing.T, version string, tel *telemetry.Provider) diffPair {
 	dir := t.TempDir()
 	var p diffPair
 	for _, fast := range []bool{true, false} {
@@ -544,7 +583,7 @@ func startDiffPair(t *testing.T, version string) diffPair {
 		rec := &record{path: filepath.Join(dir, fmt.Sprintf("fast-%v", fast))}
 		cfg.Env[recordEnv] = rec.path
 		cfg.ProtocolVersion = version
-		m, err := startManager(t, []config.Server{cfg}, Options{FastPath: fast})
+		m, err := startManager(t, []config.Server{cfg}, Options{FastPath: fast, Telemetry: tel})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -560,7 +599,9 @@ func startDiffPair(t *testing.T, version string) diffPair {
 // TestFastPathMatchesTheSDK makes the same randomized calls through an Upstream on the fast
 // path and one on the SDK's, each to its own run of the same deterministic SDK server, and
 // requires the same results, errors and progress, and the same bytes read by the server, but
-// for the ids of requests, which are the one thing the two paths choose differently.
+// for the ids of requests, which are the one thing the two paths choose differently. Telemetry
+// is on, baggage forwarded, and most calls are made in a context holding a span (diffTrace),
+// so the trace context in _meta is among the bytes compared.
 func TestFastPathMatchesTheSDK(t *testing.T) {
 	calls := 10000
 	if raceEnabled {
@@ -581,7 +622,8 @@ func TestFastPathMatchesTheSDK(t *testing.T) {
 	for v, version := range []string{"", "2025-06-18"} {
 		t.Run("version="+version, func(t *testing.T) {
 			t.Parallel()
-			p := startDiffPair(t, version)
+			tel, tracer := newTracing(t, true)
+			p := startDiffPair(t, version, tel)
 			r := rand.New(rand.NewPCG(uint64(v), 99))
 			n := calls / 2
 			crashes := 0
@@ -596,6 +638,8 @@ func TestFastPathMatchesTheSDK(t *testing.T) {
 					rewrite = benign[r.IntN(len(benign))]
 				}
 				c := newDiffCall(r, i, rewrite)
+				var span trace.Span
+				c.trace, span = diffTrace(r, tel, tracer)
 				start := time.Now()
 				var a, b outcome
 				var cw sync.WaitGroup
@@ -603,6 +647,7 @@ func TestFastPathMatchesTheSDK(t *testing.T) {
 				go func() { defer cw.Done(); a = callOnce(p.fast, c) }()
 				go func() { defer cw.Done(); b = callOnce(p.sdk, c) }()
 				cw.Wait()
+				span.End()
 				if c.cancel {
 					// Both sent notifications/cancelled off the caller's path: wait for them,
 					// so that the next request follows them on both.
@@ -639,13 +684,24 @@ func TestFastPathMatchesTheSDK(t *testing.T) {
 					t.Fatalf("line %d the server read differs:\nfast %s\n sdk %s", i, fl[i], sl[i])
 				}
 			}
+			traced := 0
+			for _, l := range fl {
+				if strings.Contains(l, `,"traceparent":"00-`) {
+					traced++
+				}
+			}
+			for _, s := range []string{diffTracestate, `"baggage":"user=`} {
+				if traced == 0 || !slices.ContainsFunc(fl, func(l string) bool { return strings.Contains(l, s) }) {
+					t.Errorf("%d requests the server read carried a traceparent, none %s", traced, s)
+				}
+			}
 			if got := fastCount(p.fast); got == 0 {
 				t.Errorf("no call took the fast path")
 			}
 			if got := fastCount(p.sdk); got != 0 {
 				t.Errorf("%d calls took the fast path with it off", got)
 			}
-			t.Logf("%d calls, %d lines read by the server, the same on both paths but for ids; %d calls lost their connection on both", n, len(fl), crashes)
+			t.Logf("%d calls, %d lines read by the server, the same on both paths but for ids, %d with trace context; %d calls lost their connection on both", n, len(fl), traced, crashes)
 		})
 	}
 }

@@ -21,7 +21,9 @@ import (
 )
 
 // serverModeEnv makes the test binary run as an MCP stdio server instead of running tests:
-// "tools" serves the test tools, "fail" exits 1 at once after printing to stderr.
+// "tools" serves the test tools, "fail" exits 1 at once after printing to stderr, "diff" is the
+// differential test's server (fastpath_test.go), "trace" answers with the _meta it was sent
+// (trace_test.go).
 const serverModeEnv = "UPSTREAM_TEST_SERVER"
 
 func TestMain(m *testing.M) {
@@ -34,6 +36,9 @@ func TestMain(m *testing.M) {
 func runTestServer(mode string) int {
 	if mode == "diff" {
 		return runDiffServer()
+	}
+	if mode == "trace" {
+		return runTraceServer()
 	}
 	if mode == "fail" {
 		fmt.Fprintln(os.Stderr, "cannot open serial port: device busy")

@@ -25,10 +25,14 @@ func (u *Upstream) dialHTTP(s *session) (mcp.Transport, error) {
 	s.release = u.httpTransport.CloseIdleConnections
 	u.output.newSession()
 	limit := u.maxResultBytes()
+	var base http.RoundTripper = u.httpTransport
+	if u.opts.Telemetry != nil {
+		base = &traceTransport{base: base, tel: u.opts.Telemetry}
+	}
 	return &mcp.StreamableClientTransport{
 		Endpoint: u.cfg.URL,
 		HTTPClient: &http.Client{Transport: &boundedTransport{
-			base:     &headerTransport{base: u.httpTransport, origin: origin(endpoint), header: header},
+			base:     &headerTransport{base: base, origin: origin(endpoint), header: header},
 			server:   u.cfg.Name,
 			limit:    limit,
 			log:      u.log,

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/telemetry"
 )
 
 // startSlack lets a server's own startup timeout fire, and its reason be recorded, before
@@ -49,6 +50,12 @@ type Options struct {
 	// and the same results and errors returned, with a fraction of the allocation. HTTP
 	// servers always take the SDK's path. The gateway sets it from gateway.fast_path.
 	FastPath bool
+	// Telemetry, when set, sends the trace context of the gateway's span upstream (trace.go):
+	// its traceparent and tracestate, and its baggage only with telemetry.forward_baggage, in
+	// the _meta of the tools/call on either path (MCP SEP-414), and as the W3C headers of an
+	// HTTP server's requests, so that the server's spans nest under the gateway's. Nil is
+	// telemetry off: what is sent is what it always was.
+	Telemetry *telemetry.Provider
 }
 
 // Manager supervises every configured upstream server.

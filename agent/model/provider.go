@@ -44,6 +44,9 @@ type Settings struct {
 	// OnRetry is the transport's retry hook (Transport.OnRetry); nil
 	// means none.
 	OnRetry func(attempt int, err error)
+	// InjectHeader is the transport's trace context hook
+	// (Transport.InjectHeader); nil sends no trace context.
+	InjectHeader func(ctx context.Context, h http.Header)
 	// Headers are extra headers sent on every request; they replace the
 	// provider's own headers of the same name.
 	Headers map[string]string
@@ -178,14 +181,15 @@ func New(s Settings) (Model, error) {
 		return nil, fmt.Errorf("model provider %s: max_tokens_param %q: want %q or %q", s.Provider, s.MaxTokensParam, MaxTokensParam, MaxCompletionTokensParam)
 	}
 	t := &Transport{
-		BaseURL:   s.BaseURL,
-		Path:      d.path,
-		Header:    http.Header{},
-		KeyEnv:    d.keyEnv,
-		KeyHeader: d.keyHeader,
-		Client:    s.Client,
-		Timeout:   s.Timeout,
-		OnRetry:   s.OnRetry,
+		BaseURL:      s.BaseURL,
+		Path:         d.path,
+		Header:       http.Header{},
+		KeyEnv:       d.keyEnv,
+		KeyHeader:    d.keyHeader,
+		Client:       s.Client,
+		Timeout:      s.Timeout,
+		OnRetry:      s.OnRetry,
+		InjectHeader: s.InjectHeader,
 	}
 	if t.BaseURL == "" && d.baseURLEnv != "" {
 		t.BaseURL = os.Getenv(d.baseURLEnv)
@@ -229,6 +233,16 @@ func New(s Settings) (Model, error) {
 		m.result = OpenAIResponsesResult
 	}
 	return m, nil
+}
+
+// RequestModel is the model a request names when its call names none: the
+// configured model, else the provider's default ("" for scripted and mock
+// without one). Spans and logs name the model with it.
+func (s Settings) RequestModel() string {
+	if s.Model != "" {
+		return s.Model
+	}
+	return providers[s.Provider].model
 }
 
 // httpModel is a provider reached over HTTP: request translator, transport,

@@ -8,11 +8,15 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Transport defaults, used when the matching field is zero.
@@ -31,7 +35,9 @@ const (
 // exponential backoff and jitter, or after the provider's Retry-After when
 // it sends one. Cancelling the context stops at once, mid-request or
 // mid-wait. The API key is read from the environment on each call and never
-// appears in an error.
+// appears in an error. When the context holds a recording span (the agent's
+// model request span), each retry is an event of it: the failed attempt and
+// its error.type.
 //
 // The zero value is not usable: BaseURL is required. A Transport is safe
 // for concurrent use if its fields are not changed.
@@ -63,6 +69,13 @@ type Transport struct {
 	// failed attempt (1-based) and its error; the agent counts retries
 	// with it. It must not block.
 	OnRetry func(attempt int, err error)
+	// InjectHeader, when set, adds the trace context of the request's
+	// context to each attempt's headers (telemetry.Provider.InjectHeader:
+	// traceparent and tracestate), so that a provider or proxy that traces
+	// nests its spans under the model request's. It is called after the
+	// other headers are set, so a configured header of the same name does
+	// not replace the request's own trace context. Nil adds nothing.
+	InjectHeader func(ctx context.Context, h http.Header)
 }
 
 // StatusError is a provider's answer with a status other than 2xx.
@@ -168,6 +181,12 @@ func (t *Transport) Do(ctx context.Context, body []byte) ([]byte, http.Header, e
 		if t.OnRetry != nil {
 			t.OnRetry(attempt, redactErr(err, key))
 		}
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			span.AddEvent("retry", trace.WithAttributes(
+				attribute.Int("mcp_gateway.llm.attempt", attempt),
+				attribute.String("error.type", ErrorType(err)),
+			))
+		}
 		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -202,6 +221,9 @@ func (t *Transport) attempt(ctx context.Context, url, key string, body []byte) (
 			name, prefix = "Authorization", "Bearer "
 		}
 		req.Header.Set(name, prefix+key)
+	}
+	if t.InjectHeader != nil {
+		t.InjectHeader(ctx, req.Header)
 	}
 	client := t.Client
 	if client == nil {
@@ -283,4 +305,27 @@ func redactErr(err error, key string) error {
 		return err
 	}
 	return errors.New(redact(err.Error(), key))
+}
+
+// ErrorType classifies a failed model request for the error.type attribute
+// of its span, in a few bounded values: the HTTP status code of a provider's
+// non-2xx answer ("429"), "cancelled" when the context was cancelled,
+// "timeout" when a deadline or timeout passed, and "_OTHER" for the rest (a
+// connection refused, an answer that does not parse, a missing key). The
+// error's text is never used: it may quote the provider's message.
+func ErrorType(err error) string {
+	var status *StatusError
+	var netErr net.Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &status):
+		return strconv.Itoa(status.StatusCode)
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return "timeout"
+	default:
+		return "_OTHER"
+	}
 }

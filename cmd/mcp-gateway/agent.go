@@ -19,6 +19,7 @@ import (
 	"github.com/mcp-gateway/mcp-gateway/console"
 	"github.com/mcp-gateway/mcp-gateway/gateway"
 	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
+	"github.com/mcp-gateway/mcp-gateway/telemetry"
 )
 
 // runAgent runs the built-in agent on one task over the governed catalog, in-process: the
@@ -80,13 +81,19 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if addr == "off" {
 		addr = ""
 	}
-	logger := newLogger(cfg, stderr)
+	// Telemetry (off without an endpoint) traces the run, its model requests and its calls
+	// through the chain as one trace; its spans are flushed when everything else has stopped.
+	p, logger, stopTelemetry, err := startTelemetry(ctx, cfg, newLogger(cfg, stderr))
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry()
 	gv, err := openGovernance(cfg, logger, stderr)
 	if err != nil {
 		return err
 	}
 	defer gv.close(logger)
-	opts := gateway.Options{Logger: logger, Store: gv.store, Registry: gv.registry, Policies: gv.policies, Guards: gv.guards}
+	opts := gateway.Options{Logger: logger, Store: gv.store, Registry: gv.registry, Policies: gv.policies, Guards: gv.guards, Telemetry: p}
 	var creds []gateway.Credential
 	if addr == "" {
 		opts.NoApprover = fmt.Sprintf("this agent serves no HTTP listener (%s), so no operator can reach its admin API to answer; "+
@@ -104,6 +111,10 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// them, so the model is built after the registry.
 	metrics := agent.NewMetrics(gv.registry, cfg.LLM.Provider)
 	settings.OnRetry = metrics.OnRetry
+	if p.On() {
+		// Model requests carry the model request span as their traceparent.
+		settings.InjectHeader = p.InjectHeader
+	}
 	m, err := model.New(settings)
 	if err != nil {
 		return fmt.Errorf("%s: llm: %w", cfg.Path, err)
@@ -165,10 +176,15 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Transcript:   jsonl,
 		RunID:        runID,
 		Metrics:      metrics,
+		Provider:     cfg.LLM.Provider,
+		ModelName:    settings.RequestModel(),
+	}
+	if p.On() {
+		r.Tracer = p.Tracer()
 	}
 	// ctx is cancelled on SIGINT and SIGTERM (see main): the model request in flight and any
 	// tool call in flight stop, and the run ends with agent.ExitError.
-	report, err := r.Run(ctx, *task)
+	report, err := r.Run(p.FromHeader(ctx, envTraceContext(os.Getenv)), *task)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		fmt.Fprintf(stderr, "mcp-gateway agent: %s\n", report.Reason)
@@ -179,6 +195,20 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return nil
 	}
 	return exitError{int(report.Exit)}
+}
+
+// envTraceContext is the trace context the environment gives the run, as OpenTelemetry carries
+// it in environment variables (TRACEPARENT, TRACESTATE, BAGGAGE): a CI job or script that traces
+// itself sets them, and the run's span is then its child. None set gives an empty header, and a
+// malformed value is ignored.
+func envTraceContext(getenv func(string) string) http.Header {
+	h := http.Header{}
+	for _, key := range []string{telemetry.KeyTraceparent, telemetry.KeyTracestate, telemetry.KeyBaggage} {
+		if v := getenv(strings.ToUpper(key)); v != "" {
+			h.Set(key, v)
+		}
+	}
+	return h
 }
 
 // newRunID names one agent run; it is the session of the run's calls in the audit log.
