@@ -126,7 +126,7 @@ func event(t *testing.T, s sdktrace.ReadOnlySpan, name string) sdktrace.Event {
 func eventAttr(e sdktrace.Event, key attribute.Key) string {
 	for _, kv := range e.Attributes {
 		if kv.Key == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -148,12 +148,12 @@ func (tr *tracing) noArgumentValues(t *testing.T) {
 		var all []string
 		all = append(all, s.Name(), s.Status().Description)
 		for _, kv := range s.Attributes() {
-			all = append(all, kv.Value.Emit())
+			all = append(all, kv.Value.String())
 		}
 		for _, e := range s.Events() {
 			all = append(all, e.Name)
 			for _, kv := range e.Attributes {
-				all = append(all, kv.Value.Emit())
+				all = append(all, kv.Value.String())
 			}
 		}
 		for _, v := range all {
@@ -463,7 +463,7 @@ func TestApprovalWaitIsASpanWithItsEnd(t *testing.T) {
 				t.Errorf("approved wait failed: %+v", wait.Status())
 			}
 			for _, kv := range wait.Attributes() {
-				if strings.Contains(kv.Value.Emit(), "alice") {
+				if strings.Contains(kv.Value.String(), "alice") {
 					t.Errorf("approval wait span names the operator: %v", kv)
 				}
 			}
@@ -564,7 +564,7 @@ func TestLockoutsAreEventsOnTheCallSpan(t *testing.T) {
 		t.Errorf("halt event %v; events %v", e.Attributes, events(call))
 	}
 	for _, kv := range e.Attributes {
-		if strings.Contains(kv.Value.Emit(), "alice") || strings.Contains(kv.Value.Emit(), "cell") {
+		if strings.Contains(kv.Value.String(), "alice") || strings.Contains(kv.Value.String(), "cell") {
 			t.Errorf("halt event names the operator or the reason: %v", kv)
 		}
 	}
