@@ -47,6 +47,12 @@ type Record struct {
 	Server    string    `json:"server,omitempty"`
 	Tool      string    `json:"tool,omitempty"`
 	CallID    string    `json:"call_id,omitempty"`
+	// TraceID and SpanID are the hex W3C ids of the call's span when telemetry is on (the
+	// gateway's server span of the call, the parent of its step spans), so that a record leads
+	// to its trace in a tracing backend and a trace to its record. Records written without
+	// telemetry, and those written before the fields existed, have neither.
+	TraceID string `json:"trace_id,omitempty"`
+	SpanID  string `json:"span_id,omitempty"`
 	// Args are the call's arguments after redaction; ArgsDigest is the hex SHA-256 of the
 	// original arguments. Both are computed by the caller: the store never sees raw arguments.
 	Args       json.RawMessage `json:"args,omitempty"`
