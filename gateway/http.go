@@ -87,8 +87,9 @@ func (g *Gateway) mcpHandler() http.Handler {
 	h = g.callers.watch(h)
 	h = g.limitStreams(max(1, g.maxConnections()/2), h)
 	// Read after the token is checked: a request without one is refused before its body is
-	// read. A body read whole is screened (strict.go) before the SDK sees it.
-	h = readBody(g.maxBodyBytes(), g.bodyReadTimeout(), g.door("http").strictBody(mode, g.fastCalls(mode)), h)
+	// read. A body read whole is screened (strict.go) before the SDK sees it; with telemetry on,
+	// the id of a tools/call is noted for the call's span (callcontext.go).
+	h = readBody(g.maxBodyBytes(), g.bodyReadTimeout(), g.door("http").strictBody(mode, g.noteRequestIDs(g.fastCalls(mode))), h)
 	if mode != config.HTTPModeStateful && mode != config.HTTPModeStateless { // auto, or "" in a config built in code
 		h = withRoute(h)
 	}
