@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 )
@@ -44,7 +43,7 @@ func (g *Gateway) Handler(creds []Credential) http.Handler {
 // /healthz and /readyz.
 func (g *Gateway) operatorRoutes(mux *http.ServeMux, creds []Credential) {
 	if g.opts.Registry != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(g.opts.Registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelError)}))
+		mux.Handle("GET /metrics", MetricsHandler(g.opts.Registry, g.log))
 	}
 	mux.Handle("/admin/", identify(withAdminToken(creds, g.opts.AdminToken), g.adminHandler()))
 	if g.console != nil {
