@@ -81,7 +81,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		addr = ""
 	}
 	logger := newLogger(cfg, stderr)
-	gv, err := openGovernance(cfg, logger, stderr)
+	gv, err := openGovernance(cfg, logger, stderr, nil)
 	if err != nil {
 		return err
 	}
