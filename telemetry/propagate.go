@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/propagation"
@@ -72,9 +73,23 @@ func (p *Provider) FromMeta(ctx context.Context, meta map[string]any) context.Co
 			return ctx
 		}
 	}
-	c := metaCarrier(meta)
-	ctx = traceContext.Extract(ctx, c)
-	return baggageProp.Extract(ctx, c)
+	ctx = traceContext.Extract(ctx, metaCarrier(meta))
+	bag, _ := meta[KeyBaggage].(string)
+	return withBaggage(ctx, bag)
+}
+
+// withBaggage returns ctx with the members of a baggage header that parse (W3C Baggage; an
+// invalid member is skipped, too long a header is ignored). It is the SDK's propagator without
+// its report of a malformed header to the global error handler, an unstructured line on stderr
+// that a client's text would cause.
+func withBaggage(ctx context.Context, header string) context.Context {
+	if header == "" {
+		return ctx
+	}
+	if bag, _ := baggage.Parse(header); bag.Len() > 0 {
+		return baggage.ContextWithBaggage(ctx, bag)
+	}
+	return ctx
 }
 
 // FromHeader returns ctx with the remote span context and baggage of an HTTP request's
@@ -85,12 +100,12 @@ func (p *Provider) FromHeader(ctx context.Context, h http.Header) context.Contex
 	if p == nil || h.Get(KeyTraceparent) == "" && h.Get(KeyBaggage) == "" {
 		return ctx
 	}
-	c := headerCarrier{propagation.HeaderCarrier(h)}
 	if !trace.SpanContextFromContext(ctx).IsValid() {
-		ctx = traceContext.Extract(ctx, c)
+		ctx = traceContext.Extract(ctx, headerCarrier{propagation.HeaderCarrier(h)})
 	}
 	if baggage.FromContext(ctx).Len() == 0 {
-		ctx = baggageProp.Extract(ctx, c)
+		// Several baggage headers are one list (RFC 9110 field lines).
+		ctx = withBaggage(ctx, strings.Join(h.Values(KeyBaggage), ","))
 	}
 	return ctx
 }

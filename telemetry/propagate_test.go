@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/trace"
 
@@ -107,6 +108,24 @@ func TestFromMetaIgnoresWhatIsNotATraceContext(t *testing.T) {
 	}
 }
 
+// TestMalformedBaggageIsNotReported: a baggage member that does not parse is skipped, the others
+// kept, and nothing goes to OpenTelemetry's global error handler (which writes to stderr).
+func TestMalformedBaggageIsNotReported(t *testing.T) {
+	p, _ := newTestProvider(t, config.Telemetry{})
+	prev := otel.GetErrorHandler()
+	defer otel.SetErrorHandler(prev)
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { t.Errorf("reported to the global error handler: %v", err) }))
+	ctx := p.FromMeta(context.Background(), map[string]any{KeyBaggage: "userId=alice,%zz,=x"})
+	if bag := baggage.FromContext(ctx); bag.Len() != 1 || bag.Member("userId").Value() != "alice" {
+		t.Errorf("baggage %q, want userId only", bag.String())
+	}
+	h := http.Header{}
+	h.Set(KeyBaggage, strings.Repeat("k=v,", 3000))
+	if bag := baggage.FromContext(p.FromHeader(context.Background(), h)); bag.Len() != 0 {
+		t.Errorf("a header over the W3C size limit gave %d members", bag.Len())
+	}
+}
+
 // TestNilProviderDoesNothing: telemetry off, every method is safe and changes nothing, even
 // with a traced ctx and a client's trace context at hand.
 func TestNilProviderDoesNothing(t *testing.T) {
@@ -179,6 +198,14 @@ func TestFromHeaderYieldsToMeta(t *testing.T) {
 	ctx = p.FromHeader(p.FromMeta(context.Background(), map[string]any{KeyTraceparent: clientTraceparent}), h)
 	if trace.SpanContextFromContext(ctx).TraceID().String() != clientTraceID || baggage.FromContext(ctx).Member("from").Value() != "header" {
 		t.Errorf("_meta traceparent, header baggage: %+v %q", trace.SpanContextFromContext(ctx), baggage.FromContext(ctx).String())
+	}
+
+	// Several baggage headers are one list; a member that does not parse is skipped.
+	two := http.Header{}
+	two.Add(KeyBaggage, "a=1,%zz")
+	two.Add(KeyBaggage, "b=2")
+	if bag := baggage.FromContext(p.FromHeader(context.Background(), two)); bag.Member("a").Value() != "1" || bag.Member("b").Value() != "2" || bag.Len() != 2 {
+		t.Errorf("two baggage headers: %q", bag.String())
 	}
 
 	bad := http.Header{}

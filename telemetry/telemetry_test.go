@@ -125,6 +125,9 @@ func TestNewOffStartsNothing(t *testing.T) {
 // TestNewWithAnEndpoint builds a provider for each protocol: its tracer records spans, and the
 // spans of a child have the parent's trace.
 func TestNewWithAnEndpoint(t *testing.T) {
+	// The export Shutdown gives up on goes on in the background until the exporter's own
+	// timeout: short, so that no goroutine outlives the test.
+	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "200")
 	for _, cfg := range []config.Telemetry{
 		{Endpoint: deadEndpoint(t)},
 		{Endpoint: deadEndpoint(t) + "/otlp", Protocol: config.TelemetryGRPC, HeadersEnv: map[string]string{"x-api-key": "OTLP_KEY"}},
