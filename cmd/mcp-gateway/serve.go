@@ -70,7 +70,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		logger.Warn("serving /mcp without authentication on an address other than loopback (--insecure-listen): anyone who can reach it can call every tool", "listen", addr)
 	}
-	gv, err := openGovernance(cfg, logger, stderr)
+	gv, err := openGovernance(cfg, logger, stderr, tel)
 	if locked := (*store.LockedError)(nil); *stdio && errors.As(err, &locked) {
 		// An IDE launching the gateway while the cell's gateway runs: point it to that one.
 		fmt.Fprint(stderr, heldStateAdvice(cfg, locked))
