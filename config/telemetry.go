@@ -30,8 +30,10 @@ type Telemetry struct {
 	// ForwardBaggage passes the client's W3C baggage on to upstream servers. Off by default:
 	// baggage can carry what a client should not tell a robot.
 	ForwardBaggage bool `yaml:"forward_baggage" json:"forward_baggage,omitempty" jsonschema:"description=Pass the client's W3C baggage on to upstream servers (default false: only traceparent and tracestate are sent)."`
-	// AuditLogs exports every audit record as an OTLP log record too: the same redacted content,
-	// with the hash-chain digest as an attribute.
+	// AuditLogs exports every audit record as an OTLP log record too, to the same endpoint (over
+	// HTTP, /v1/logs): the same redacted content, with the hash-chain digest as an attribute.
+	// It needs telemetry on; the state file stays the source of truth, and a collector that is
+	// not there loses log records, never audit records (package telemetry).
 	AuditLogs bool `yaml:"audit_logs" json:"audit_logs,omitempty" jsonschema:"description=Also export every audit record as an OTLP log record (the redacted record\\, its hash-chain digest as an attribute); default false."`
 }
 

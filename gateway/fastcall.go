@@ -19,6 +19,7 @@ import (
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/internal/strictjson"
 	"github.com/mcp-gateway/mcp-gateway/internal/wirejson"
+	"github.com/mcp-gateway/mcp-gateway/telemetry"
 	"github.com/mcp-gateway/mcp-gateway/upstream"
 )
 
@@ -41,7 +42,9 @@ import (
 //   - the tool is one handleCall would serve: listed and registered with the MCP server, or
 //     not listed (unknown, hidden, quarantined: unlistedCalls);
 //   - the params are plain: a name without escapes, _meta without the keys of the protocol
-//     (io.modelcontextprotocol/…), a progressToken that is a string or a number.
+//     (io.modelcontextprotocol/…), a progressToken that is a string or a number. Trace
+//     context in _meta (traceparent, tracestate, baggage) is read, as the SDK's path reads it,
+//     when telemetry is on (callcontext.go), and left alone when it is off.
 //
 // Anything else goes to the SDK as before. The call is the one handleCall makes (newCall,
 // callerOfToken, originFor, runCall), under the same caller watch (callerwatch.go) and idle
@@ -348,14 +351,22 @@ type callParams struct {
 	name  string
 	args  json.RawMessage // as they arrived; nil when absent
 	token any             // the progress token; nil for none
+	// trace are the JSON values of _meta's traceparent, tracestate and baggage as they
+	// arrived, nil when absent: decoded only with telemetry on (traceMeta).
+	trace [3][]byte
 }
 
 // The keys of tools/call params and of their _meta that readCallParams looks for, as the
-// SDK reads them: exactly, never ignoring case.
+// SDK reads them: exactly, never ignoring case. metaKeys are the progress token, the
+// protocol's keys (metaKeys[1:metaTrace]), then the trace context's.
 var (
 	callKeys = []string{"name", "arguments", "_meta", "inputResponses", "requestState"}
-	metaKeys = []string{"progressToken", mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientCapabilities, upstream.MetaKeyLogLevel, mcp.MetaKeyClientInfo}
+	metaKeys = []string{"progressToken", mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientCapabilities, upstream.MetaKeyLogLevel, mcp.MetaKeyClientInfo,
+		telemetry.KeyTraceparent, telemetry.KeyTracestate, telemetry.KeyBaggage}
 )
+
+// metaTrace is the index in metaKeys of the first key of trace context.
+const metaTrace = 5
 
 // readCallParams decodes params, which the door found strict JSON, and reports whether they
 // are plain enough to serve here.
@@ -388,10 +399,13 @@ func readCallParams(params []byte) (callParams, bool) {
 	if e != nil || md.Kind != '{' {
 		return p, false
 	}
-	for i := 1; i < len(metaKeys); i++ {
+	for i := 1; i < metaTrace; i++ {
 		if md.Members[i].Seen {
 			return p, false // the protocol's own keys change how the call is served
 		}
+	}
+	for i := range p.trace {
+		p.trace[i] = span(&md, meta, metaTrace+i)
 	}
 	token := span(&md, meta, 0)
 	switch {
@@ -410,6 +424,29 @@ func readCallParams(params []byte) (callParams, bool) {
 	return p, true
 }
 
+// traceMeta is the trace context of p's _meta as the SDK's path sees it in params._meta: each
+// of traceparent, tracestate and baggage that is a string, decoded; nil when there is none.
+// A value that is not a string is left out, as telemetry ignores it there.
+func (p *callParams) traceMeta() map[string]any {
+	var meta map[string]any
+	for i, raw := range p.trace {
+		if len(raw) < 2 || raw[0] != '"' {
+			continue
+		}
+		var s string
+		if bytes.IndexByte(raw, '\\') < 0 {
+			s = string(raw[1 : len(raw)-1]) // the door found it valid UTF-8
+		} else if json.Unmarshal(raw, &s) != nil {
+			continue
+		}
+		if meta == nil {
+			meta = make(map[string]any, len(p.trace))
+		}
+		meta[metaKeys[metaTrace+i]] = s
+	}
+	return meta
+}
+
 // serveCall runs the call of request id with params p from session s, and writes its
 // progress and its answer on w as the SDK's streamable transport would. It reports false when
 // it handed the request over to the SDK instead (hand).
@@ -418,7 +455,11 @@ func (g *Gateway) serveCall(ctx context.Context, w http.ResponseWriter, r *http.
 	ctx, left := g.callers.join(ctx, r.Context(), sid)
 	principal, roles := callerOfToken(auth.TokenInfoFromContext(r.Context()))
 	c := newCall(p.name, p.args, principal, roles)
-	c.Session = sid
+	c.Session, c.Transport = sid, transportHTTP
+	if g.opts.Telemetry != nil {
+		c.RequestID = idText(id)
+		ctx = g.callContext(ctx, p.traceMeta(), r.Header)
+	}
 	st := &sseStream{w: w}
 	hdr := w.Header()
 	hdr.Set("Cache-Control", "no-cache, no-transform")

@@ -27,6 +27,7 @@ import (
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/internal/strictjson"
 	"github.com/mcp-gateway/mcp-gateway/store"
+	"github.com/mcp-gateway/mcp-gateway/telemetry"
 )
 
 // echoServerEnv makes the test binary run as a deterministic stdio MCP server whose tools
@@ -126,6 +127,12 @@ servers:
 // record is the file its echo server records what it reads in.
 func fastGateway(tb testing.TB, fast bool) (g *Gateway, st *store.Store, record string) {
 	tb.Helper()
+	return fastGatewayWith(tb, fast, nil)
+}
+
+// fastGatewayWith is fastGateway with telemetry tel (nil: off).
+func fastGatewayWith(tb testing.TB, fast bool, tel *telemetry.Provider) (g *Gateway, st *store.Store, record string) {
+	tb.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		tb.Fatal(err)
@@ -145,7 +152,7 @@ func fastGateway(tb testing.TB, fast bool) (g *Gateway, st *store.Store, record 
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { st.Close() })
-	g, err = New(cfg, Options{Store: st, Policies: engine})
+	g, err = New(cfg, Options{Store: st, Policies: engine, Telemetry: tel})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -182,9 +189,17 @@ func openRaw(tb testing.TB, hc *http.Client, url string) *rawSession {
 }
 
 func (s *rawSession) post(tb testing.TB, ctx context.Context, body string) *http.Response {
+	return s.postWith(tb, ctx, body, nil)
+}
+
+// postWith is post with the headers extra added.
+func (s *rawSession) postWith(tb testing.TB, ctx context.Context, body string, extra http.Header) *http.Response {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, strings.NewReader(body))
 	if err != nil {
 		tb.Fatal(err)
+	}
+	for k, v := range extra {
+		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -294,6 +309,8 @@ func randomCalls(n int, seed uint64) []call {
 			meta = fmt.Sprintf(`,"_meta":{"progressToken":%d}`, i)
 		case k == 1:
 			meta = fmt.Sprintf(`,"_meta":{"progressToken":"tok-%d ✓","other":1}`, i)
+		case k == 2 && i%2 == 0:
+			meta = fmt.Sprintf(`,"_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-%016x-01","tracestate":"v=%d","baggage":"k=%d"}`, i, i, i)
 		}
 		params := fmt.Sprintf(`{"name":%q,"arguments":%s%s}`, tool, a, meta)
 		if r.IntN(20) == 0 {
@@ -587,6 +604,9 @@ var readCallParamsSeeds = []string{
 	`{"name":"echo__say","requestState":"s"}`,
 	`{"name":"echo__say","_meta":{"io.modelcontextprotocol/logLevel":"info"}}`,
 	` { "name" : "é—\u2028" , "arguments" : { "x" : [ ] } } `,
+	`{"name":"echo__say","_meta":{"progressToken":3,"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","tracestate":"v=1","baggage":"k=v"}}`,
+	`{"name":"echo__say","_meta":{"trace\u0070arent":"00-\u0030af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","baggage":7}}`,
+	`{"name":"echo__say","_meta":{"tracestate":"\ud800 lone","baggage":null,"traceparent":{"x":1}}}`,
 }
 
 // FuzzReadCallParams: whatever params a client sends, when the fast path takes them as plain,
@@ -620,9 +640,18 @@ func FuzzReadCallParams(f *testing.F) {
 		if sdk.InputResponses != nil || sdk.RequestState != "" {
 			t.Errorf("%s: taken as plain, but it continues a multi-round-trip call", params)
 		}
-		for _, k := range metaKeys[1:] {
+		for _, k := range metaKeys[1:metaTrace] {
 			if _, has := sdk.Meta[k]; has {
 				t.Errorf("%s: taken as plain, but its _meta has %s", params, k)
+			}
+		}
+		// The trace context is the SDK's: the same strings, and nothing that is not one.
+		trace := p.traceMeta()
+		for _, k := range metaKeys[metaTrace:] {
+			v, isString := sdk.Meta[k].(string)
+			got, has := trace[k]
+			if isString != has || has && got != v {
+				t.Errorf("%s: %s is %#v, the SDK reads %#v", params, k, got, sdk.Meta[k])
 			}
 		}
 	})

@@ -370,6 +370,7 @@ func (g *Gateway) handleCall(ctx context.Context, req *mcp.CallToolRequest) (*mc
 		return g.resume(ctx, req, principal) // the answers to a suspended call's input requests
 	}
 	c := newCall(req.Params.Name, req.Params.Arguments, principal, roles)
+	ctx = g.traceSDKCall(ctx, req, c)
 	if req.Session != nil {
 		c.Session = req.Session.ID()
 		if token := req.Params.GetProgressToken(); token != nil {

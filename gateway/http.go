@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 )
@@ -44,7 +43,7 @@ func (g *Gateway) Handler(creds []Credential) http.Handler {
 // /healthz and /readyz.
 func (g *Gateway) operatorRoutes(mux *http.ServeMux, creds []Credential) {
 	if g.opts.Registry != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(g.opts.Registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelError)}))
+		mux.Handle("GET /metrics", MetricsHandler(g.opts.Registry, g.log))
 	}
 	mux.Handle("/admin/", identify(withAdminToken(creds, g.opts.AdminToken), g.adminHandler()))
 	if g.console != nil {
@@ -87,8 +86,9 @@ func (g *Gateway) mcpHandler() http.Handler {
 	h = g.callers.watch(h)
 	h = g.limitStreams(max(1, g.maxConnections()/2), h)
 	// Read after the token is checked: a request without one is refused before its body is
-	// read. A body read whole is screened (strict.go) before the SDK sees it.
-	h = readBody(g.maxBodyBytes(), g.bodyReadTimeout(), g.door("http").strictBody(mode, g.fastCalls(mode)), h)
+	// read. A body read whole is screened (strict.go) before the SDK sees it; with telemetry on,
+	// the id of a tools/call is noted for the call's span (callcontext.go).
+	h = readBody(g.maxBodyBytes(), g.bodyReadTimeout(), g.door("http").strictBody(mode, g.noteRequestIDs(g.fastCalls(mode))), h)
 	if mode != config.HTTPModeStateful && mode != config.HTTPModeStateless { // auto, or "" in a config built in code
 		h = withRoute(h)
 	}

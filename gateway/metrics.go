@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mcp-gateway/mcp-gateway/governor"
 	"github.com/mcp-gateway/mcp-gateway/store"
@@ -17,6 +20,18 @@ func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
+}
+
+// MetricsHandler serves what reg gathers at /metrics: in the Prometheus text format by default,
+// and in the OpenMetrics format to a scraper that asks for it (Accept:
+// application/openmetrics-text, as Prometheus does), which is the one that carries exemplars: a
+// traced call's latency names its trace (governor.Metrics.Observe). Errors of gathering go to
+// log.
+func MetricsHandler(reg prometheus.Gatherer, log *slog.Logger) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelError),
+		EnableOpenMetrics: true,
+	})
 }
 
 // AuditMetrics registers the audit writer's commit latency with reg and returns the function to

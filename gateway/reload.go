@@ -37,7 +37,7 @@ type ReloadReport struct {
 	NotReady []string `json:"not_ready,omitempty"`
 	// NeedsRestart names the settings that differ from those the gateway started with and that
 	// only its restart applies (its name, listen address, state directory, logging, tokens,
-	// approval timeout…).
+	// approval timeout, telemetry…).
 	NeedsRestart []string `json:"needs_restart,omitempty"`
 	// Warnings are what an operator should know: a change of tool names, tools left out by a
 	// name collision.
@@ -48,15 +48,18 @@ type ReloadReport struct {
 
 // reloadApplied are the settings a reload applies, as config keys. A change to any other one
 // waits for the gateway's next start: the HTTP listener, the state file, the logger, the
-// tokens and the MCP server's name are set up once, and a waiting approval keeps its timeout.
+// tokens, the tracer provider (telemetry) and the MCP server's name are set up once, and a
+// waiting approval keeps its timeout.
 var reloadApplied = map[string]bool{
 	"servers": true, "audit": true, "policies": true, "guardrails": true,
 	"gateway.tool_names": true, "gateway.lockout_scope": true,
 	"approvals.use": true, "approvals.webhook": true,
 }
 
-// reloadSplit are the sections of which a reload applies some keys and not others.
-var reloadSplit = map[string]bool{"gateway": true, "approvals": true}
+// reloadSplit are the sections whose changes are named key by key: those of which a reload
+// applies some keys and not others, and telemetry, of which it applies none but whose report
+// says which setting waits (telemetry.endpoint, telemetry.sample_ratio…).
+var reloadSplit = map[string]bool{"gateway": true, "approvals": true, "telemetry": true}
 
 // ReloadFile re-reads the config file the gateway started with and applies it with Reload. It
 // is what SIGHUP and POST /admin/reload do. Every attempt, applied or refused, is logged and

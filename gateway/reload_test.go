@@ -395,6 +395,23 @@ func TestReloadReportsToolNamesAndRestartOnlySettings(t *testing.T) {
 	}
 }
 
+// The tracer provider is made once, at start: a reload that changes the telemetry section
+// says which settings wait for a restart, and applies the rest.
+func TestReloadReportsTelemetryAsRestartOnly(t *testing.T) {
+	f := startFixture(t, withServers(allowAll, server("robot", "")))
+	rep, err := f.reload(t, withServers(allowAll, server("robot", ""))+
+		"telemetry: {endpoint: \"http://127.0.0.1:4318\", forward_baggage: true}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.NeedsRestart, []string{"telemetry.endpoint", "telemetry.forward_baggage"}) {
+		t.Fatalf("needs restart: %v", rep.NeedsRestart)
+	}
+	if out := f.call(t, "robot__move"); !out.Success {
+		t.Fatalf("a call after the reload: %+v", out)
+	}
+}
+
 func TestRestartOnly(t *testing.T) {
 	base := func() *config.Config {
 		return &config.Config{
@@ -422,6 +439,10 @@ func TestRestartOnly(t *testing.T) {
 		{"tokens", func(c *config.Config) {
 			c.Auth.Tokens = []config.Token{{Principal: "planner", TokenEnv: "PLANNER_TOKEN"}}
 		}, []string{"auth"}},
+		{"telemetry", func(c *config.Config) {
+			ratio := 0.5
+			c.Telemetry = config.Telemetry{Endpoint: "http://127.0.0.1:4318", SampleRatio: &ratio, HeadersEnv: map[string]string{"X-Key": "OTLP_KEY"}}
+		}, []string{"telemetry.endpoint", "telemetry.headers_env", "telemetry.sample_ratio"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			changed := base()

@@ -3,13 +3,18 @@ package gateway
 import (
 	"cmp"
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcp-gateway/mcp-gateway/governor"
+	"github.com/mcp-gateway/mcp-gateway/store"
+	"github.com/mcp-gateway/mcp-gateway/telemetry"
 )
 
 // sessions keeps what policies know of each downstream session: how many calls it made and the
@@ -147,6 +152,7 @@ func (f *inFlight) step() governor.Step {
 			ctx, fl := f.register(ctx, c)
 			defer f.unregister(fl)
 			fl.out = next.Handle(ctx, c)
+			haltEvent(ctx, c)
 			return fl.out
 		})
 	}
@@ -171,8 +177,27 @@ func (f *inFlight) admitStep() governor.Step {
 				f.mu.Unlock()
 				cancel(nil)
 			}()
-			return next.Handle(ctx, c)
+			out := next.Handle(ctx, c)
+			if !c.Dispatched {
+				haltEvent(ctx, c) // a dispatched call is step's to note
+			}
+			return out
 		})
+	}
+}
+
+// haltEvent notes on a traced call's span that an operator's halt cancelled it (ctx's cause is
+// a HaltCause): a "halt" event naming the server, not the operator or the reason, which the
+// audit record has. A call cancelled in flight is noted by inFlight.step, one held before
+// dispatch (waiting for an approval) by admitStep, so that each is noted once.
+func haltEvent(ctx context.Context, c *governor.Call) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	var halt *HaltCause
+	if errors.As(context.Cause(ctx), &halt) {
+		span.AddEvent("halt", trace.WithAttributes(telemetry.AttrServer.String(c.Tool.Server), telemetry.AttrLockout.String(store.LockoutHalt)))
 	}
 }
 

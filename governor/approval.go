@@ -16,9 +16,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
 	"github.com/mcp-gateway/mcp-gateway/store"
+	"github.com/mcp-gateway/mcp-gateway/telemetry"
 )
 
 // Notifier tells operators that a call waits for their approval (SPEC.md §9). It is called after
@@ -110,7 +112,36 @@ func (a *Approvals) Unanswerable(how string) { a.unanswerable = how }
 // The request keeps the arguments as the call's audit record does (c.Redact: after the tool_call
 // guards and audit redaction; see shownArgs) and a keyed digest of the arguments the call would
 // run with.
+//
+// The wait is the call's "approval wait" span (telemetry on), with the rule and the request's
+// id, and an event for how it ended: approved, denied, expired, withdrawn, or refused when no
+// request could be made or used. Who decided is left out: an operator's name may be one they
+// gave, not a principal of the config; the audit record of the decision has it.
 func (a *Approvals) Request(ctx context.Context, c *Call, rule, why string) (Kind, string) {
+	_, span := telemetry.Child(ctx, spanApprovalWait)
+	kind, reason, end := a.request(ctx, span, c, rule, why)
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.AttrRule.String(rule))
+		span.AddEvent(end)
+		if kind != "" {
+			telemetry.Fail(span, string(kind))
+		}
+	}
+	span.End()
+	return kind, reason
+}
+
+// How an approval wait ended, the event that ends its span.
+const (
+	approvalApproved  = "approved"
+	approvalDenied    = "denied"
+	approvalExpired   = "expired"
+	approvalWithdrawn = "withdrawn"
+	approvalRefused   = "refused" // no request could be made, stored, read or used
+)
+
+// request is Request without its span; span gets the request's id.
+func (a *Approvals) request(ctx context.Context, span trace.Span, c *Call, rule, why string) (Kind, string, string) {
 	if a.unanswerable != "" {
 		about := rule
 		if why != "" {
@@ -121,11 +152,11 @@ func (a *Approvals) Request(ctx context.Context, c *Call, rule, why string) (Kin
 			what = "the result of " + c.Name
 		}
 		return KindApprovalDenied, fmt.Sprintf("%s needs an operator's approval (rule %s), and no operator can answer one here: %s. %s",
-			what, about, a.unanswerable, heldOutcome(c))
+			what, about, a.unanswerable, heldOutcome(c)), approvalRefused
 	}
 	id, err := newApprovalID()
 	if err != nil {
-		return KindApprovalDenied, "the gateway could not create an approval request: " + err.Error()
+		return KindApprovalDenied, "the gateway could not create an approval request: " + err.Error(), approvalRefused
 	}
 	start := a.now()
 	now := start.UTC()
@@ -139,6 +170,9 @@ func (a *Approvals) Request(ctx context.Context, c *Call, rule, why string) (Kin
 		c.Detail = map[string]any{}
 	}
 	c.Detail["approval"] = id // the call's audit record names its request
+	if span.IsRecording() {
+		span.SetAttributes(attrApprovalID.String(id))
+	}
 	wait := make(chan struct{})
 	a.mu.Lock()
 	a.waiters[id] = wait
@@ -149,7 +183,7 @@ func (a *Approvals) Request(ctx context.Context, c *Call, rule, why string) (Kin
 		a.mu.Unlock()
 	}()
 	if err := a.store.PutApproval(req); err != nil {
-		return KindApprovalDenied, fmt.Sprintf("the approval request for %s could not be stored (%v). %s", c.Name, err, heldOutcome(c))
+		return KindApprovalDenied, fmt.Sprintf("the approval request for %s could not be stored (%v). %s", c.Name, err, heldOutcome(c)), approvalRefused
 	}
 	defer a.reportWaiting(ctx, c, req, start)()
 	// The announcement goes out even if the caller leaves meanwhile, but never outlives the
@@ -167,29 +201,30 @@ func (a *Approvals) Request(ctx context.Context, c *Call, rule, why string) (Kin
 	case <-timer.C:
 		return KindApprovalExpired, fmt.Sprintf(
 			"nobody approved the call to %s (approval %s, rule %s) within %s. %s Ask the operator, or try a call that needs no approval.",
-			c.Name, id, rule, a.timeout, heldOutcome(c))
+			c.Name, id, rule, a.timeout, heldOutcome(c)), approvalExpired
 	case <-ctx.Done():
 	}
 	if ctx.Err() != nil {
 		// Nobody waits for the result any more, even if an answer came as the caller left: the
 		// request is withdrawn, so that no answer, late or landed, runs it.
-		return a.withdraw(ctx, c, req)
+		kind, reason := a.withdraw(ctx, c, req)
+		return kind, reason, approvalWithdrawn
 	}
 	got, _, err := a.store.GetApproval(id)
 	if err != nil {
-		return KindApprovalDenied, fmt.Sprintf("approval %s could not be read (%v). %s", id, err, heldOutcome(c))
+		return KindApprovalDenied, fmt.Sprintf("approval %s could not be read (%v). %s", id, err, heldOutcome(c)), approvalRefused
 	}
 	if got.State == store.ApprovalDenied {
 		reason := fmt.Sprintf("operator %s denied the call to %s (approval %s, rule %s)", got.DecidedBy, c.Name, id, rule)
 		if got.DecisionReason != "" {
 			reason += ": " + got.DecisionReason
 		}
-		return KindApprovalDenied, reason + ". Do not retry it unchanged."
+		return KindApprovalDenied, reason + ". Do not retry it unchanged.", approvalDenied
 	}
 	if _, err := a.store.ConsumeApproval(id); err != nil {
-		return KindApprovalDenied, fmt.Sprintf("approval %s cannot be used (%v). %s", id, err, heldOutcome(c))
+		return KindApprovalDenied, fmt.Sprintf("approval %s cannot be used (%v). %s", id, err, heldOutcome(c)), approvalRefused
 	}
-	return "", ""
+	return "", "", approvalApproved
 }
 
 // reportWaiting sends c's client progress notifications while c waits for req, which was made
@@ -247,17 +282,17 @@ func (a *Approvals) withdraw(ctx context.Context, c *Call, req store.Approval) (
 	case errors.Is(err, store.ErrExpired):
 		// It expired as the caller left: nothing can answer it either.
 	case err != nil:
-		a.log.Error("approval request not marked withdrawn; no call waits on it, so an answer to it runs nothing",
+		a.log.ErrorContext(ctx, "approval request not marked withdrawn; no call waits on it, so an answer to it runs nothing",
 			"approval", req.ID, "tool", c.Name, "error", err)
 	default:
-		rec := store.Record{
+		rec := withTrace(ctx, store.Record{
 			Type: store.RecordApproval, Action: "withdraw", Principal: c.Principal, Session: c.Session,
 			Server: req.Server, Tool: req.Tool, CallID: c.ID,
 			Reason: fmt.Sprintf("approval request %s was withdrawn: %s", req.ID, why),
 			Detail: map[string]any{"approval": req.ID, "rule": req.Rule, "cause": why},
-		}
+		})
 		if _, err := a.audit.AppendSync(context.WithoutCancel(ctx), rec); err != nil {
-			a.log.Error("audit record of a withdrawn approval request not written", "approval", req.ID, "error", err)
+			a.log.ErrorContext(ctx, "audit record of a withdrawn approval request not written", "approval", req.ID, "error", err)
 		}
 	}
 	return KindCancelled, fmt.Sprintf("the call to %s was withdrawn while it waited for approval %s: %s.", c.Name, req.ID, why)
@@ -300,12 +335,12 @@ func (a *Approvals) notifyFailed(ctx context.Context, c *Call, req store.Approva
 	if errors.As(err, &ne) {
 		channel, cause = ne.Channel, ne.Err
 	}
-	a.log.Error("approval channel failed; the request stays pending and can be decided with `"+pastable.Command("approvals", "list")+"`",
+	a.log.ErrorContext(ctx, "approval channel failed; the request stays pending and can be decided with `"+pastable.Command("approvals", "list")+"`",
 		"approval", req.ID, "channel", channel, "tool", c.Name, "error", cause)
 	if a.failures != nil {
 		a.failures.WithLabelValues(channel).Inc()
 	}
-	rec := store.Record{
+	rec := withTrace(ctx, store.Record{
 		Type: store.RecordApproval, Action: "notify_failed", Principal: c.Principal, Session: c.Session,
 		Server: req.Server, Tool: req.Tool, CallID: c.ID,
 		Reason: fmt.Sprintf("approval request %s could not be delivered on the %s channel: %v. It stays pending until %s; "+
@@ -313,9 +348,9 @@ func (a *Approvals) notifyFailed(ctx context.Context, c *Call, req store.Approva
 			req.ID, channel, cause, req.Expires.Format(time.RFC3339), pastable.Command("approvals", "list"),
 			pastable.Command("approvals", "approve", req.ID), pastable.Command("approvals", "deny", req.ID, "--reason", "why not")),
 		Detail: map[string]any{"approval": req.ID, "rule": req.Rule, "channel": channel, "error": cause.Error()},
-	}
+	})
 	if _, err := a.audit.AppendSync(context.WithoutCancel(ctx), rec); err != nil {
-		a.log.Error("audit record of an undelivered approval request not written", "approval", req.ID, "error", err)
+		a.log.ErrorContext(ctx, "audit record of an undelivered approval request not written", "approval", req.ID, "error", err)
 	}
 }
 

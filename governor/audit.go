@@ -8,7 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcp-gateway/mcp-gateway/store"
+	"github.com/mcp-gateway/mcp-gateway/telemetry"
 )
 
 // AuditStore is what the audit step needs of the state file: its log, whether it takes writes,
@@ -56,6 +59,9 @@ func Audit(st AuditStore, redact *Redactor, logger *slog.Logger) Step {
 				RunID:      out.RunID,
 				DurationMS: float64(time.Since(c.Start).Microseconds()) / 1000,
 			}
+			// The call's span (Trace), when it is traced: the record and the trace find each
+			// other.
+			rec.TraceID, rec.SpanID = telemetry.IDs(ctx)
 			if c.Tool != nil {
 				rec.Server = c.Tool.Server
 			}
@@ -77,10 +83,11 @@ func Audit(st AuditStore, redact *Redactor, logger *slog.Logger) Step {
 			if !json.Valid(rec.Args) {
 				rec.Args = nil
 			}
+			_, span := telemetry.Child(ctx, spanAudit)
 			if err := st.Available(); err != nil {
 				// The disk is what is failing: answer now, and queue the record of that answer
 				// to be written when the disk allows.
-				final := unrecorded(st, c, out, err, true, logger)
+				final := unrecorded(ctx, st, c, out, err, true, logger)
 				if final != out {
 					rec.Kind, rec.Outcome, rec.Reason = string(final.Kind), final.Label(), final.Reason
 					if c.Dispatched {
@@ -91,13 +98,18 @@ func Audit(st AuditStore, redact *Redactor, logger *slog.Logger) Step {
 					}
 				}
 				if !log.Append(rec) {
-					logger.Error("audit record of a call not queued: the records waiting for the disk hold their memory bound", "tool", c.Name, "call", c.ID)
+					logger.ErrorContext(ctx, "audit record of a call not queued: the records waiting for the disk hold their memory bound", "tool", c.Name, "call", c.ID)
 				}
+				telemetry.Fail(span, string(KindAuditUnavailable))
+				span.End()
 				return final
 			}
 			if _, err := log.AppendSync(context.WithoutCancel(ctx), rec); err != nil {
-				return unrecorded(st, c, out, err, true, logger)
+				telemetry.Fail(span, string(KindAuditUnavailable))
+				span.End()
+				return unrecorded(ctx, st, c, out, err, true, logger)
 			}
+			span.End()
 			return out
 		})
 	}
@@ -105,12 +117,12 @@ func Audit(st AuditStore, redact *Redactor, logger *slog.Logger) Step {
 
 // unrecorded is the answer to a call whose record is not on disk: queued says whether it will
 // still be written when the disk allows.
-func unrecorded(st AuditStore, c *Call, out *Outcome, err error, queued bool, logger *slog.Logger) *Outcome {
+func unrecorded(ctx context.Context, st AuditStore, c *Call, out *Outcome, err error, queued bool, logger *slog.Logger) *Outcome {
 	later := "it is kept in memory and written when the disk allows"
 	if !queued {
 		later = "it is lost, since the records waiting for the disk hold their memory bound"
 	}
-	logger.Error("audit record of a call not written", "tool", c.Name, "call", c.ID, "outcome", out.Label(), "dispatched", c.Dispatched, "record", later, "error", err)
+	logger.ErrorContext(ctx, "audit record of a call not written", "tool", c.Name, "call", c.ID, "outcome", out.Label(), "dispatched", c.Dispatched, "record", later, "error", err)
 	fix := "Tell the operator: the state file's disk must be fixed (free space, check the device) before the gateway serves calls again."
 	switch {
 	case out.Kind == KindAuditUnavailable && !c.Dispatched:
@@ -143,12 +155,16 @@ func unrecorded(st AuditStore, c *Call, out *Outcome, err error, queued bool, lo
 			Reason: "the outcome of the call is not on record: the gateway could not write its audit record",
 		}
 		if perr := st.PutLockout(lo); perr != nil {
-			logger.Error("lockout of a physical call without a record is held in memory only", "server", lo.Server, "call", c.ID, "error", perr)
+			logger.ErrorContext(ctx, "lockout of a physical call without a record is held in memory only", "server", lo.Server, "call", c.ID, "error", perr)
 		}
-		st.Audit().Append(store.Record{
+		st.Audit().Append(withTrace(ctx, store.Record{
 			Type: store.RecordLockout, Principal: c.Principal, Session: c.Session, Server: lo.Server, Tool: c.Name,
 			CallID: c.ID, Kind: string(KindAuditUnavailable), Reason: lo.Reason,
-		})
+		}))
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			span.AddEvent(eventLockout, trace.WithAttributes(telemetry.AttrServer.String(lo.Server),
+				telemetry.AttrLockout.String(store.LockoutUnknown), telemetry.AttrErrorType.String(string(KindAuditUnavailable))))
+		}
 		reason += " " + fmt.Sprintf("Physical actions on server %s are now locked out. %s", lo.Server, operatorMust(lo.Server))
 	}
 	withheld := Refuse(KindAuditUnavailable, reason)

@@ -20,21 +20,30 @@ import (
 // beside a physical server's call in flight and ahead of the calls waiting for their turn; an
 // inspection tool's call waits for its turn. Neither is refused by the upstream's lockout check
 // (Lockouts.Admit), since CheckLockout let them through.
+//
+// With telemetry on, the call to the server is a client span, "tools/call <upstream tool>",
+// and its context is the one the upstream gets: the trace context sent to the server is that
+// span's, so the server's spans nest under it.
 func Dispatch() Handler {
 	return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
 		t := c.Tool
 		deadline := upstream.Deadline(*t.ServerConfig, c.Args)
 		callCtx, cancel := context.WithTimeout(classify(ctx, t), deadline)
 		defer cancel()
+		callCtx, span := startDispatch(callCtx, t)
 		c.Dispatched = true
 		res, err := t.Dispatcher.Call(callCtx, t.Upstream, c.Args, c.progressStage().sender())
-		if err == nil {
-			if res == nil {
-				return Refuse(KindProtocolViolation, fmt.Sprintf("tool %s returned no result", c.Name))
-			}
-			return &Outcome{Result: res}
+		var out *Outcome
+		switch {
+		case err != nil:
+			out = dispatchFailure(ctx, callCtx, c, deadline, err)
+		case res == nil:
+			out = Refuse(KindProtocolViolation, fmt.Sprintf("tool %s returned no result", c.Name))
+		default:
+			out = &Outcome{Result: res}
 		}
-		return dispatchFailure(ctx, callCtx, c, deadline, err)
+		endDispatch(span, out)
+		return out
 	})
 }
 
@@ -59,6 +68,7 @@ func dispatchFailure(ctx, callCtx context.Context, c *Call, deadline time.Durati
 	switch {
 	case locked != nil:
 		// The call waited for its turn behind a call that then locked the server out.
+		lockoutEvent(ctx, locked.Lockout)
 		return Refuse(KindExecutionStatusUnknown, locked.Reason())
 	case ctx.Err() != nil && notSent:
 		return Refuse(KindCancelled, fmt.Sprintf(

@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-gateway/mcp-gateway/guards"
+	"github.com/mcp-gateway/mcp-gateway/telemetry"
 )
 
 // Guarding is what the guard steps share: the approvals that an escalate action goes through,
@@ -72,8 +73,10 @@ func GuardCall(set *guards.Set, g *Guarding) Step {
 			return next
 		}
 		return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
+			_, span := telemetry.Child(ctx, spanGuardCall)
 			r, args := set.CheckJSON(ctx, c.Tool.Server, c.Name, c.Args)
 			g.note(c, guards.StageToolCall, r)
+			endGuardSpan(span, guards.StageToolCall, r) // an escalation's wait is a span of its own
 			c.ArgsScreened = true
 			switch r.Action {
 			case guards.ActionBlock:
@@ -114,12 +117,14 @@ func GuardResult(set *guards.Set, g *Guarding) Step {
 			}
 			var r guards.Result
 			var redacted *mcp.CallToolResult
+			_, span := telemetry.Child(ctx, spanGuardResult)
 			if c.Tool.Passthrough() {
 				r, redacted = scanPassthrough(ctx, set, c, out.Result)
 			} else {
 				r, redacted = scanEnvelope(ctx, set, c, out.Result)
 			}
 			g.note(c, guards.StageToolResult, r)
+			endGuardSpan(span, guards.StageToolResult, r)
 			switch r.Action {
 			case guards.ActionBlock:
 				return Refuse(KindGuardBlocked, fmt.Sprintf("the result of %s was withheld: %s. The call itself ran; do not repeat it to see the result.", c.Name, r.Reason))
@@ -218,8 +223,13 @@ func contains(list []string, s string) bool {
 // guardUpstreamError passes the text of an error a server answered with through the tool_result
 // guards: it is the server's words, and the model reads them like a result.
 func guardUpstreamError(ctx context.Context, set *guards.Set, g *Guarding, c *Call, out *Outcome) *Outcome {
+	_, span := telemetry.Child(ctx, spanGuardResult)
 	r, reason := set.CheckText(ctx, c.Tool.Server, c.Name, out.Reason)
 	g.note(c, guards.StageToolResult, r)
+	if r.Action == guards.ActionEscalate && span.IsRecording() {
+		telemetry.Fail(span, string(KindGuardBlocked)) // an error's text is never held, it is withheld
+	}
+	endGuardSpan(span, guards.StageToolResult, r)
 	switch r.Action {
 	case guards.ActionBlock, guards.ActionEscalate:
 		return Refuse(KindGuardBlocked, fmt.Sprintf("server %s answered the call to %s with an error whose text was withheld: %s. The call may have run; do not repeat it to see the error.", c.Tool.Server, c.Name, r.Reason))

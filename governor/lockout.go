@@ -7,9 +7,12 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
 	"github.com/mcp-gateway/mcp-gateway/store"
+	"github.com/mcp-gateway/mcp-gateway/telemetry"
 )
 
 // Lockouts answers whether a physical server is locked out. It is built once over the store and
@@ -85,6 +88,7 @@ func CheckLockout(l *Lockouts) Step {
 			if c.Tool.Physical() {
 				if lo, locked := l.For(c.Tool.Server); locked {
 					if !c.Tool.Exempt() {
+						lockoutEvent(ctx, lo)
 						return Refuse(KindExecutionStatusUnknown, lockoutReason(c.Tool.Server, lo))
 					}
 					if c.Detail == nil {
@@ -138,7 +142,7 @@ func LockOnUnknown(ls LockoutJournal, audit store.AuditLog, logger *slog.Logger)
 			// next start finds the entry and locks the server out (store.Open).
 			entry := store.Lockout{Server: c.Tool.Server, Tool: c.Name, CallID: c.ID, Principal: c.Principal, Session: c.Session, At: time.Now()}
 			if err := ls.BeginPhysical(entry); err != nil {
-				logger.Error("physical call not sent: it could not be journaled in the state file", "server", entry.Server, "call", c.ID, "error", err)
+				logger.ErrorContext(ctx, "physical call not sent: it could not be journaled in the state file", "server", entry.Server, "call", c.ID, "error", err)
 				return Refuse(KindAuditUnavailable, fmt.Sprintf(
 					"the call to %s was not sent to any server: the gateway could not journal it in its state file (%v), and it sends no physical action it could not account for after a crash. "+
 						"Tell the operator: the state file's disk must be fixed; calls work again without a restart once it takes writes.", c.Name, err))
@@ -159,7 +163,7 @@ func LockOnUnknown(ls LockoutJournal, audit store.AuditLog, logger *slog.Logger)
 			}
 			stored := ""
 			if err := ls.PutLockout(lo); err != nil {
-				logger.Error("LOCKOUT NOT YET ON DISK: it is in force in memory and written when the state file allows",
+				logger.ErrorContext(ctx, "LOCKOUT NOT YET ON DISK: it is in force in memory and written when the state file allows",
 					"server", lo.Server, "tool", lo.Tool, "call", lo.CallID, "error", err)
 				stored = " The lockout is in force but not yet written to the state file (" + err.Error() + "); it is written as soon as the disk allows."
 			}
@@ -168,14 +172,20 @@ func LockOnUnknown(ls LockoutJournal, audit store.AuditLog, logger *slog.Logger)
 			}
 			// Queued ahead of the call's own record, which the caller waits for: both are on disk
 			// before the failure leaves the gateway.
-			if !audit.Append(store.Record{
+			if !audit.Append(withTrace(ctx, store.Record{
 				Type: store.RecordLockout, Principal: c.Principal, Session: c.Session,
 				Server: lo.Server, Tool: c.Name, CallID: c.ID, Kind: string(out.Kind), Reason: out.Reason,
-			}) {
-				logger.Error("audit record of a lockout not queued", "server", lo.Server, "call", c.ID)
+			})) {
+				logger.ErrorContext(ctx, "audit record of a lockout not queued", "server", lo.Server, "call", c.ID)
 			}
-			logger.Warn("physical server locked out: an operator must inspect the robot and unlock it",
+			logger.WarnContext(ctx, "physical server locked out: an operator must inspect the robot and unlock it",
 				"server", lo.Server, "tool", c.Name, "call", c.ID, "kind", out.Kind)
+			if span := trace.SpanFromContext(ctx); span.IsRecording() {
+				// The lockout in force (an earlier one stays), and the kind of the outcome that
+				// called for it.
+				span.AddEvent(eventLockout, trace.WithAttributes(telemetry.AttrServer.String(lo.Server),
+					telemetry.AttrLockout.String(lockoutKind(lo)), telemetry.AttrErrorType.String(string(out.Kind))))
+			}
 			locked := Refuse(KindExecutionStatusUnknown, fmt.Sprintf("%s Physical actions on server %s are now locked out. %s%s",
 				out.Reason, lo.Server, operatorMust(lo.Server), stored))
 			locked.Unknown = true

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mcp-gateway/mcp-gateway/telemetry"
 )
 
 // Namespace prefixes every metric of the gateway.
@@ -41,7 +43,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// Observe is the step that counts every call and its latency. It runs outside every other step.
+// Observe is the step that counts every call and its latency. It runs outside every other step
+// but Trace, so a traced and sampled call's latency carries its trace id as an exemplar (shown
+// when /metrics is scraped in the OpenMetrics format): a spike on a dashboard leads to a trace.
 func (m *Metrics) Observe() Step {
 	return func(next Handler) Handler {
 		return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
@@ -51,7 +55,7 @@ func (m *Metrics) Observe() Step {
 				server, tool = c.Tool.Server, c.Tool.Public
 			}
 			m.calls.WithLabelValues(server, tool, out.Label(), principalLabel(c.Principal)).Inc()
-			m.latency.WithLabelValues(server, tool).Observe(time.Since(c.Start).Seconds())
+			observe(ctx, m.latency.WithLabelValues(server, tool), time.Since(c.Start).Seconds())
 			return out
 		})
 	}
@@ -65,4 +69,16 @@ func principalLabel(p string) string {
 		return "anonymous"
 	}
 	return p
+}
+
+// observe records v, with the trace id of ctx's span as the exemplar when that span is sampled
+// (an exemplar must point at a trace the backend has).
+func observe(ctx context.Context, o prometheus.Observer, v float64) {
+	if id := telemetry.SampledTraceID(ctx); id != "" {
+		if eo, ok := o.(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(v, prometheus.Labels{"trace_id": id})
+			return
+		}
+	}
+	o.Observe(v)
 }

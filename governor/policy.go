@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcp-gateway/mcp-gateway/policies"
+	"github.com/mcp-gateway/mcp-gateway/telemetry"
 )
 
 // PolicyMetrics count policy decisions: enforced and shadow (log_only) decisions by rule and
@@ -57,25 +58,40 @@ type PolicyInput func(c *Call) *policies.Input
 func Policy(engine *policies.Engine, input PolicyInput, approvals *Approvals, metrics *PolicyMetrics, logger *slog.Logger) Step {
 	return func(next Handler) Handler {
 		return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
+			_, span := telemetry.Child(ctx, spanPolicy)
 			d := engine.Evaluate(ctx, input(c))
-			record(c, d, metrics, logger)
+			record(ctx, c, d, metrics, logger)
+			if span.IsRecording() {
+				span.SetAttributes(telemetry.AttrRule.String(ruleName(d)), telemetry.AttrEffect.String(d.Effect))
+			}
 			if c.Tool.Stop && (d.Effect == policies.Deny || d.Effect == policies.RequireApproval) {
-				ignoreOnStop(c, d, metrics, logger)
+				ignoreOnStop(ctx, c, d, metrics, logger)
+				if span.IsRecording() {
+					span.AddEvent("not applied to a stop tool")
+				}
+				span.End()
 				return next.Handle(ctx, c)
 			}
 			switch d.Effect {
 			case policies.Deny:
+				telemetry.Fail(span, string(KindPolicyDenied))
+				span.End()
 				return Refuse(KindPolicyDenied, fmt.Sprintf("policy rule %s denied the call to %s: %s", ruleName(d), c.Name, d.Reason))
 			case policies.RequireApproval:
 				if approvals == nil {
+					telemetry.Fail(span, string(KindApprovalDenied))
+					span.End()
 					return Refuse(KindApprovalDenied, fmt.Sprintf(
 						"policy rule %s requires an operator's approval for %s, and this gateway has no approval channel; the call was not run", ruleName(d), c.Name))
 				}
+				span.End() // the wait is a span of its own
 				if kind, reason := approvals.Request(ctx, c, ruleName(d), d.Reason); kind != "" {
 					return Refuse(kind, reason)
 				}
 				c.Decision = "approved:" + ruleName(d)
+				return next.Handle(ctx, c)
 			}
+			span.End()
 			return next.Handle(ctx, c)
 		})
 	}
@@ -83,9 +99,9 @@ func Policy(engine *policies.Engine, input PolicyInput, approvals *Approvals, me
 
 // ignoreOnStop records that a deny or require_approval decision was not applied to a stop
 // tool's call.
-func ignoreOnStop(c *Call, d policies.Decision, m *PolicyMetrics, logger *slog.Logger) {
+func ignoreOnStop(ctx context.Context, c *Call, d policies.Decision, m *PolicyMetrics, logger *slog.Logger) {
 	rule := ruleName(d)
-	logger.Warn("policy decision ignored: the tool is its server's stop tool, which no policy denies or holds for approval",
+	logger.WarnContext(ctx, "policy decision ignored: the tool is its server's stop tool, which no policy denies or holds for approval",
 		"rule", rule, "effect", d.Effect, "reason", d.Reason, "tool", c.Name, "server", c.Tool.Server, "call", c.ID)
 	c.Decision = "ignored_" + d.Effect + ":" + rule
 	if c.Detail == nil {
@@ -99,7 +115,7 @@ func ignoreOnStop(c *Call, d policies.Decision, m *PolicyMetrics, logger *slog.L
 }
 
 // record notes the decision on the call (for the audit record) and counts it.
-func record(c *Call, d policies.Decision, m *PolicyMetrics, logger *slog.Logger) {
+func record(ctx context.Context, c *Call, d policies.Decision, m *PolicyMetrics, logger *slog.Logger) {
 	c.Decision = d.Effect + ":" + ruleName(d)
 	if len(d.Shadow) > 0 || len(d.Errors) > 0 {
 		if c.Detail == nil {
@@ -113,7 +129,7 @@ func record(c *Call, d policies.Decision, m *PolicyMetrics, logger *slog.Logger)
 		}
 	}
 	for _, e := range d.Errors {
-		logger.Warn("policy rule could not be evaluated", "rule", e.RuleID, "effect", e.Effect, "mode", e.Mode, "tool", c.Name, "call", c.ID, "error", e.Err)
+		logger.WarnContext(ctx, "policy rule could not be evaluated", "rule", e.RuleID, "effect", e.Effect, "mode", e.Mode, "tool", c.Name, "call", c.ID, "error", e.Err)
 	}
 	if m == nil {
 		return

@@ -16,8 +16,10 @@ import (
 //
 // The span is named "tools/call" until the tool is resolved and "tools/call <public tool>" after:
 // a name the catalog does not know is the caller's text and never becomes a span name.
-func Trace(p *telemetry.Provider) Step {
-	tracer := p.Tracer()
+func Trace(p *telemetry.Provider) Step { return traceWith(p.Tracer()) }
+
+// traceWith is Trace over any tracer (a test's, recording in memory).
+func traceWith(tracer trace.Tracer) Step {
 	return func(next Handler) Handler {
 		return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
 			ctx, span := tracer.Start(ctx, "tools/call",

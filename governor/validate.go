@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/mcp-gateway/mcp-gateway/governor/argschema"
+	"github.com/mcp-gateway/mcp-gateway/telemetry"
 )
 
 // Validate is step 3: the arguments must match the tool's input schema, compiled once when the
@@ -18,18 +19,30 @@ import (
 func Validate(redact *Redactor) Step {
 	return func(next Handler) Handler {
 		return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
-			if !isJSONObject(c.Args) {
-				return Refuse(KindInvalidArguments, fmt.Sprintf("the arguments of %s must be a JSON object", c.Name))
+			_, span := telemetry.Child(ctx, spanValidate)
+			if out := validate(ctx, redact, c); out != nil {
+				telemetry.Fail(span, string(out.Kind))
+				span.End()
+				return out
 			}
-			if s := c.Tool.Schema; s != nil {
-				if problems := s.Validate(c.Args); len(problems) > 0 {
-					reason := redact.ScrubText(ctx, c, argschema.Describe(c.Name, problems))
-					return Refuse(KindInvalidArguments, reason)
-				}
-			}
+			span.End()
 			return next.Handle(ctx, c)
 		})
 	}
+}
+
+// validate is the refusal of c's arguments, or nil when they pass.
+func validate(ctx context.Context, redact *Redactor, c *Call) *Outcome {
+	if !isJSONObject(c.Args) {
+		return Refuse(KindInvalidArguments, fmt.Sprintf("the arguments of %s must be a JSON object", c.Name))
+	}
+	if s := c.Tool.Schema; s != nil {
+		if problems := s.Validate(c.Args); len(problems) > 0 {
+			reason := redact.ScrubText(ctx, c, argschema.Describe(c.Name, problems))
+			return Refuse(KindInvalidArguments, reason)
+		}
+	}
+	return nil
 }
 
 // isJSONObject reports whether b is a JSON object (by its first byte; the rest is the schema's

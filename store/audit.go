@@ -47,6 +47,12 @@ type Record struct {
 	Server    string    `json:"server,omitempty"`
 	Tool      string    `json:"tool,omitempty"`
 	CallID    string    `json:"call_id,omitempty"`
+	// TraceID and SpanID are the hex W3C ids of the call's span when telemetry is on (the
+	// gateway's server span of the call, the parent of its step spans), so that a record leads
+	// to its trace in a tracing backend and a trace to its record. Records written without
+	// telemetry, and those written before the fields existed, have neither.
+	TraceID string `json:"trace_id,omitempty"`
+	SpanID  string `json:"span_id,omitempty"`
 	// Args are the call's arguments after redaction; ArgsDigest is the hex SHA-256 of the
 	// original arguments. Both are computed by the caller: the store never sees raw arguments.
 	Args       json.RawMessage `json:"args,omitempty"`
@@ -411,18 +417,19 @@ func (a *auditLog) commitPart(batch []auditItem) {
 	for {
 		start := time.Now()
 		a.s.health.commitStart.Store(start.UnixNano())
-		n, err := a.write(batch)
+		entries, err := a.write(batch)
 		a.s.health.commitStart.Store(0)
 		a.s.noteWrite(err)
 		if err == nil {
-			if a.s.onCommit != nil && n > 0 {
-				a.s.onCommit(n, time.Since(start))
+			if a.s.onCommit != nil && len(entries) > 0 {
+				a.s.onCommit(len(entries), time.Since(start))
 			}
 			for _, it := range batch {
 				if it.done != nil {
 					it.done <- auditResult{rec: it.rec}
 				}
 			}
+			a.durable(batch, entries)
 			return
 		}
 		if !a.retrying.Swap(true) {
@@ -453,11 +460,27 @@ func (a *auditLog) commitPart(batch []auditItem) {
 	}
 }
 
+// durable passes each record of a batch just made durable to Options.OnAuditDurable, in order;
+// entries are the batch's records as stored (write's result).
+func (a *auditLog) durable(batch []auditItem, entries []walEntry) {
+	if a.s.onDurable == nil {
+		return
+	}
+	j := 0
+	for i := range batch {
+		if batch[i].flush {
+			continue
+		}
+		a.s.onDurable(entries[j].seq, entries[j].value, batch[i].rec.Hash)
+		j++
+	}
+}
+
 // write seals each record onto the chain and makes the batch durable: appended to the
 // write-ahead file with one sync, or, for a batch larger than the whole file, in one state.db
 // transaction after everything the file holds. The chain tail moves only once the batch is
-// durable.
-func (a *auditLog) write(batch []auditItem) (int, error) {
+// durable. It returns the batch's records as stored.
+func (a *auditLog) write(batch []auditItem) ([]walEntry, error) {
 	tail := a.tail
 	entries := make([]walEntry, 0, len(batch))
 	need := int64(0)
@@ -470,30 +493,30 @@ func (a *auditLog) write(batch []auditItem) (int, error) {
 		r.Prev = tail.hash
 		value, err := a.seal(r)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		tail = chainTail{seq: r.Seq, hash: r.Hash}
 		entries = append(entries, walEntry{seq: r.Seq, value: value, ends: r.EndsCall})
 		need += int64(frameSize(&entries[len(entries)-1]))
 	}
 	if len(entries) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	if a.wal == nil || need > a.wal.size {
 		if err := a.moveAll(); err != nil {
-			return 0, err
+			return nil, err
 		}
 		if err := a.s.putAudit(entries); err != nil {
-			return 0, err
+			return nil, err
 		}
 		a.tail = tail
-		return len(entries), nil
+		return entries, nil
 	}
 	a.rewind()
 	if a.pos+need > a.wal.size {
 		// The file is full: move what it holds now, then start it again.
 		if err := a.moveAll(); err != nil {
-			return 0, fmt.Errorf("the audit write-ahead file %s is full and its records cannot be moved into the state file: %w", WALFileName, err)
+			return nil, fmt.Errorf("the audit write-ahead file %s is full and its records cannot be moved into the state file: %w", WALFileName, err)
 		}
 		a.rewind()
 	}
@@ -505,7 +528,7 @@ func (a *auditLog) write(batch []auditItem) (int, error) {
 		a.frames = frames
 	}
 	if err := a.wal.write(frames, a.pos); err != nil {
-		return 0, err
+		return nil, err
 	}
 	a.pos += need
 	a.wal.used = max(a.wal.used, a.pos)
@@ -522,7 +545,7 @@ func (a *auditLog) write(batch []auditItem) (int, error) {
 	case wake <- struct{}{}:
 	default:
 	}
-	return len(entries), nil
+	return entries, nil
 }
 
 // rewind starts the write-ahead file again from its start once everything in it is in

@@ -25,6 +25,9 @@ type AuditFilter struct {
 	Kind      string
 	Type      string
 	Principal string
+	// TraceID keeps the records of one trace (a call's record, and the lockout and approval
+	// records it caused), from the trace id a tracing backend shows.
+	TraceID string
 	// Since keeps records whose Time is not before it.
 	Since time.Time
 	// AfterSeq keeps records with a greater Seq (for tailing).
@@ -42,6 +45,7 @@ func (f AuditFilter) match(r *Record) bool {
 		(f.Kind == "" || r.Kind == f.Kind) &&
 		(f.Type == "" || r.Type == f.Type) &&
 		(f.Principal == "" || r.Principal == f.Principal) &&
+		(f.TraceID == "" || r.TraceID == f.TraceID) &&
 		(f.Since.IsZero() || !r.Time.Before(f.Since))
 }
 

@@ -40,8 +40,8 @@ func TruncateString(s string, max int) string {
 // boundRecord cuts the record's texts to MaxTextBytes at seal time. It changes nothing in a
 // record within the bounds, and costs one encoding of Detail when there is one.
 func boundRecord(r *Record) {
-	for _, f := range []*string{&r.Principal, &r.Session, &r.Server, &r.Tool, &r.CallID, &r.Decision,
-		&r.Kind, &r.Outcome, &r.Reason, &r.RunID, &r.Action} {
+	for _, f := range []*string{&r.Principal, &r.Session, &r.Server, &r.Tool, &r.CallID, &r.TraceID, &r.SpanID,
+		&r.Decision, &r.Kind, &r.Outcome, &r.Reason, &r.RunID, &r.Action} {
 		*f = TruncateString(*f, MaxTextBytes)
 	}
 	if r.Detail == nil {

@@ -42,6 +42,14 @@
 // small filesystem, see walMaxSize), so that the sync rewrites blocks the file already owns and
 // costs no journal commit of the filesystem.
 //
+// Once a batch is durable and its waiters are released, the writer passes each of its records,
+// in order, to Options.OnAuditDurable, if set: the stored bytes, the sequence number and the
+// hash, outside every lock of the store. The gateway uses it to export audit records as OTLP
+// log records (package telemetry), which must not slow the writer: the hook only hands the
+// record on. It sees each record this process made durable once; the records Open moves from
+// the file were made durable (and handed on) by the process before, and a crash between a
+// batch's sync and the hook loses only the hand-off, never a record.
+//
 // A mover goroutine puts the records of the file into the audit bucket 50 ms after the first of
 // them was synced, or at once when 1,024 wait or the file is half full, many records per
 // transaction (up to 4,096); while nothing waits it sleeps. The

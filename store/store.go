@@ -82,6 +82,14 @@ type Options struct {
 	// with the number of records in it and how long the commit took (for a latency metric).
 	// It must return quickly.
 	OnAuditCommit func(records int, took time.Duration)
+	// OnAuditDurable, if set, is called by the audit writer once for each record that became
+	// durable (doc.go, Durability), in sequence order, after the batch's sync and after the
+	// callers waiting on it were released, holding no lock of the store: seq is the record's
+	// sequence number, stored its bytes exactly as kept (never to be changed; they may be kept)
+	// and digest its Hash. It runs on the writer goroutine and must return quickly, handing
+	// the record on (telemetry exports it as an OTLP log record). Records that a previous
+	// process made durable and Open moves from the write-ahead file are not passed again.
+	OnAuditDurable func(seq uint64, stored []byte, digest string)
 	// Now is the clock for audit record times, lockout times and approval expiry. Nil means
 	// time.Now.
 	Now func() time.Time
@@ -115,6 +123,8 @@ type Store struct {
 	now      func() time.Time
 	readOnly bool
 	onCommit func(records int, took time.Duration)
+	// onDurable is Options.OnAuditDurable.
+	onDurable func(seq uint64, stored []byte, digest string)
 
 	// lockMu orders lockout writes so the in-memory view matches the file. pending holds the
 	// lockouts in force that are not on disk yet (the disk refused them); the watcher writes
@@ -162,6 +172,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		now:           opts.Now,
 		readOnly:      opts.ReadOnly,
 		onCommit:      opts.OnAuditCommit,
+		onDurable:     opts.OnAuditDurable,
 		commitTimeout: opts.CommitTimeout,
 		healthHook:    opts.OnHealth,
 		walSize:       opts.walSize,

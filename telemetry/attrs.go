@@ -26,4 +26,10 @@ const (
 	AttrStage        = attribute.Key("mcp_gateway.guard.stage")
 	AttrGuard        = attribute.Key("mcp_gateway.guard")
 	AttrLockout      = attribute.Key("mcp_gateway.lockout")
+
+	// Attributes of an audit record exported as a log record (audit.go).
+	AttrAuditSeq    = attribute.Key("mcp_gateway.audit.seq")
+	AttrAuditDigest = attribute.Key("mcp_gateway.audit.digest")
+	AttrAuditType   = attribute.Key("mcp_gateway.audit.type")
+	AttrAuditAction = attribute.Key("mcp_gateway.audit.action")
 )

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/propagation"
@@ -26,7 +27,28 @@ type metaCarrier map[string]any
 
 func (m metaCarrier) Get(key string) string {
 	s, _ := m[key].(string)
+	if key == KeyTraceparent && !traceparentLength(s) {
+		return ""
+	}
 	return s
+}
+
+// headerCarrier reads trace context from HTTP headers as metaCarrier does from _meta.
+type headerCarrier struct{ propagation.HeaderCarrier }
+
+func (h headerCarrier) Get(key string) string {
+	s := h.HeaderCarrier.Get(key)
+	if key == KeyTraceparent && !traceparentLength(s) {
+		return ""
+	}
+	return s
+}
+
+// traceparentLength checks what the SDK's parser lets through: a version 00 traceparent is
+// exactly 55 characters (W3C Trace Context), and the SDK also takes one with a "-" after it.
+// The parser checks the rest.
+func traceparentLength(s string) bool {
+	return len(s) == 55 || len(s) > 55 && s[:2] != "00"
 }
 
 func (m metaCarrier) Set(key, value string) { m[key] = value }
@@ -51,24 +73,39 @@ func (p *Provider) FromMeta(ctx context.Context, meta map[string]any) context.Co
 			return ctx
 		}
 	}
-	c := metaCarrier(meta)
-	ctx = traceContext.Extract(ctx, c)
-	return baggageProp.Extract(ctx, c)
+	ctx = traceContext.Extract(ctx, metaCarrier(meta))
+	bag, _ := meta[KeyBaggage].(string)
+	return withBaggage(ctx, bag)
+}
+
+// withBaggage returns ctx with the members of a baggage header that parse (W3C Baggage; an
+// invalid member is skipped, too long a header is ignored). It is the SDK's propagator without
+// its report of a malformed header to the global error handler, an unstructured line on stderr
+// that a client's text would cause.
+func withBaggage(ctx context.Context, header string) context.Context {
+	if header == "" {
+		return ctx
+	}
+	if bag, _ := baggage.Parse(header); bag.Len() > 0 {
+		return baggage.ContextWithBaggage(ctx, bag)
+	}
+	return ctx
 }
 
 // FromHeader returns ctx with the remote span context and baggage of an HTTP request's
-// traceparent, tracestate and baggage headers, when telemetry is on and ctx has no remote span
-// context yet (params._meta, the MCP-level context, wins over the transport's).
+// traceparent, tracestate and baggage headers, when telemetry is on and ctx has no span context
+// (or no baggage) yet: call it after FromMeta, since params._meta, the MCP-level context, wins
+// over the transport's. A malformed header is ignored.
 func (p *Provider) FromHeader(ctx context.Context, h http.Header) context.Context {
 	if p == nil || h.Get(KeyTraceparent) == "" && h.Get(KeyBaggage) == "" {
 		return ctx
 	}
-	c := propagation.HeaderCarrier(h)
 	if !trace.SpanContextFromContext(ctx).IsValid() {
-		ctx = traceContext.Extract(ctx, c)
+		ctx = traceContext.Extract(ctx, headerCarrier{propagation.HeaderCarrier(h)})
 	}
 	if baggage.FromContext(ctx).Len() == 0 {
-		ctx = baggageProp.Extract(ctx, c)
+		// Several baggage headers are one list (RFC 9110 field lines).
+		ctx = withBaggage(ctx, strings.Join(h.Values(KeyBaggage), ","))
 	}
 	return ctx
 }
@@ -116,17 +153,23 @@ func (p *Provider) InjectMeta(ctx context.Context, meta map[string]any) map[stri
 
 // InjectHeader sets ctx's trace context (Fields) as the traceparent, tracestate and (when
 // forwarded) baggage headers of an outgoing HTTP request: an upstream's, a model provider's.
+// Like InjectMeta, it replaces those headers when h already has them, and removes a tracestate
+// or baggage the gateway does not send. Telemetry off, or ctx untraced, h is left as it is.
 func (p *Provider) InjectHeader(ctx context.Context, h http.Header) {
 	tp, ts, bag := p.Fields(ctx)
 	if tp == "" {
 		return
 	}
 	h.Set(KeyTraceparent, tp)
-	if ts != "" {
-		h.Set(KeyTracestate, ts)
-	}
-	if bag != "" {
-		h.Set(KeyBaggage, bag)
+	setOrDel(h, KeyTracestate, ts)
+	setOrDel(h, KeyBaggage, bag)
+}
+
+func setOrDel(h http.Header, key, v string) {
+	if v != "" {
+		h.Set(key, v)
+	} else {
+		h.Del(key)
 	}
 }
 

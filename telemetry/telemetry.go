@@ -8,13 +8,18 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploggrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	otellog "go.opentelemetry.io/otel/log"
+	sdklog "go.opentelemetry.io/otel/sdk/log"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -26,14 +31,21 @@ import (
 // Scope is the instrumentation scope of the gateway's spans.
 const Scope = "github.com/mcp-gateway/mcp-gateway"
 
-// Provider is the process's tracing set-up. A nil *Provider is telemetry off: every method is
-// safe to call and does nothing.
+// Provider is the process's tracing set-up, and with telemetry.audit_logs the export of audit
+// records as OTLP log records. A nil *Provider is telemetry off: every method is safe to call
+// and does nothing.
 type Provider struct {
 	tp             *sdktrace.TracerProvider
 	tracer         trace.Tracer
+	spans          *exportReporter
 	forwardBaggage bool
 	endpoint       string // for messages; never carries credentials (config refuses them)
 	protocol       string
+
+	// lp and audit export audit records (audit.go); nil without telemetry.audit_logs.
+	lp    *sdklog.LoggerProvider
+	audit otellog.Logger
+	logs  *exportReporter
 }
 
 // Options are what New needs beyond the telemetry section.
@@ -45,9 +57,13 @@ type Options struct {
 	Version string
 	// Getenv reads the environment (os.Getenv when nil).
 	Getenv func(string) string
-	// Logger receives the exporter's errors (an unreachable collector), rate-limited by the SDK's
-	// batching; nil discards them.
+	// Logger receives the exporters' errors (an unreachable collector): the first failure, then
+	// one line a minute while they go on, then the recovery. Nil discards them.
 	Logger *slog.Logger
+
+	// spanExporter and logExporter, when set (tests), replace the OTLP exporters.
+	spanExporter sdktrace.SpanExporter
+	logExporter  sdklog.Exporter
 }
 
 // Environment variables New reads itself; the OTLP exporters read the rest of the OTEL_EXPORTER_OTLP_*
@@ -56,6 +72,7 @@ const (
 	envDisabled        = "OTEL_SDK_DISABLED"
 	envEndpoint        = "OTEL_EXPORTER_OTLP_ENDPOINT"
 	envTracesEndpoint  = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	envLogsEndpoint    = "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"
 	envProtocol        = "OTEL_EXPORTER_OTLP_PROTOCOL"
 	envTracesProtocol  = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
 	envTracesSampler   = "OTEL_TRACES_SAMPLER"
@@ -114,6 +131,8 @@ func Resolve(cfg config.Telemetry, getenv func(string) string) (Settings, error)
 // New builds the tracer provider the telemetry section and the OTEL_* environment describe, or
 // returns nil (telemetry off) when neither names an endpoint. Exporting is asynchronous and never
 // blocks a call: spans are batched, and a collector that cannot be reached loses spans, not calls.
+// With telemetry.audit_logs it also builds the logger provider that exports audit records
+// ([Provider.AuditExporter]) to the same endpoint.
 func New(ctx context.Context, cfg config.Telemetry, opts Options) (*Provider, error) {
 	getenv := opts.Getenv
 	if getenv == nil {
@@ -127,21 +146,29 @@ func New(ctx context.Context, cfg config.Telemetry, opts Options) (*Provider, er
 	for name, env := range cfg.HeadersEnv {
 		v := getenv(env)
 		if v == "" {
-			return nil, fmt.Errorf("telemetry.headers_env.%s names the environment variable %s, which is not set", name, env)
+			return nil, fmt.Errorf("telemetry.headers_env.%s names the environment variable %s, which is not set (or empty): "+
+				"set it to the header's value, or remove %s from headers_env", name, env, name)
 		}
 		headers[name] = v
-	}
-	exp, err := newExporter(ctx, s, headers)
-	if err != nil {
-		return nil, err
 	}
 	res, err := newResource(ctx, cfg, opts, getenv)
 	if err != nil {
 		return nil, err
 	}
+	p := &Provider{forwardBaggage: cfg.ForwardBaggage, protocol: s.Protocol, endpoint: s.Endpoint}
+	if p.endpoint == "" {
+		p.endpoint = "$" + s.EndpointFromEnv
+	}
+	spanExp := opts.spanExporter
+	if spanExp == nil {
+		if spanExp, err = newExporter(ctx, s, headers); err != nil {
+			return nil, fmt.Errorf("the OTLP span exporter for %s: %w", p.endpoint, err)
+		}
+	}
+	p.spans = newReporter(opts.Logger, "spans", "Calls are not affected.")
 	tpOpts := []sdktrace.TracerProviderOption{
 		sdktrace.WithResource(res),
-		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(time.Second)),
+		sdktrace.WithBatcher(reportingSpans{spanExp, p.spans}, sdktrace.WithBatchTimeout(time.Second)),
 	}
 	switch {
 	case cfg.SampleRatio != nil:
@@ -151,18 +178,26 @@ func New(ctx context.Context, cfg config.Telemetry, opts Options) (*Provider, er
 	default:
 		tpOpts = append(tpOpts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())))
 	}
-	tp := sdktrace.NewTracerProvider(tpOpts...)
-	endpoint := s.Endpoint
-	if endpoint == "" {
-		endpoint = "$" + s.EndpointFromEnv
+	p.tp = sdktrace.NewTracerProvider(tpOpts...)
+	p.tracer = p.tp.Tracer(Scope, trace.WithInstrumentationVersion(opts.Version))
+	if cfg.AuditLogs {
+		logExp := opts.logExporter
+		if logExp == nil {
+			if logExp, err = newLogExporter(ctx, s, headers, getenv); err != nil {
+				_ = p.tp.Shutdown(ctx)
+				return nil, fmt.Errorf("the OTLP log exporter for %s (telemetry.audit_logs): %w", p.endpoint, err)
+			}
+		}
+		p.logs = newReporter(opts.Logger, "audit log records", "The state file keeps every audit record; only their copies in the collector are missing.")
+		p.lp = sdklog.NewLoggerProvider(
+			sdklog.WithResource(res),
+			// The exporter function sets each key once: the SDK need not look for duplicates.
+			sdklog.WithAllowKeyDuplication(),
+			sdklog.WithProcessor(sdklog.NewBatchProcessor(reportingLogs{logExp, p.logs})),
+		)
+		p.audit = p.lp.Logger(Scope, otellog.WithInstrumentationVersion(opts.Version))
 	}
-	return &Provider{
-		tp:             tp,
-		tracer:         tp.Tracer(Scope, trace.WithInstrumentationVersion(opts.Version)),
-		forwardBaggage: cfg.ForwardBaggage,
-		endpoint:       endpoint,
-		protocol:       s.Protocol,
-	}, nil
+	return p, nil
 }
 
 // newExporter makes the OTLP span exporter. With the endpoint from the environment the exporter
@@ -188,6 +223,52 @@ func newExporter(ctx context.Context, s Settings, headers map[string]string) (*o
 		}
 		return otlptracehttp.New(ctx, o...)
 	}
+}
+
+// newLogExporter makes the OTLP log exporter of audit records: same endpoint, protocol and
+// headers as the spans'. With the endpoint in OTEL_EXPORTER_OTLP_ENDPOINT (or
+// OTEL_EXPORTER_OTLP_LOGS_ENDPOINT) the exporter reads it itself; with only
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, the log records go to the same collector (logsURL).
+func newLogExporter(ctx context.Context, s Settings, headers map[string]string, getenv func(string) string) (sdklog.Exporter, error) {
+	endpoint := s.Endpoint
+	if endpoint == "" && s.EndpointFromEnv == envTracesEndpoint && getenv(envLogsEndpoint) == "" {
+		endpoint = strings.TrimSpace(getenv(envTracesEndpoint))
+		if s.Protocol != config.TelemetryGRPC {
+			endpoint = logsURL(endpoint)
+		}
+	}
+	switch s.Protocol {
+	case config.TelemetryGRPC:
+		var o []otlploggrpc.Option
+		if endpoint != "" {
+			o = append(o, otlploggrpc.WithEndpointURL(endpoint))
+		}
+		if len(headers) > 0 {
+			o = append(o, otlploggrpc.WithHeaders(headers))
+		}
+		return otlploggrpc.New(ctx, o...)
+	default:
+		var o []otlploghttp.Option
+		if endpoint != "" {
+			o = append(o, otlploghttp.WithEndpointURL(SignalURL(endpoint, "logs")))
+		}
+		if len(headers) > 0 {
+			o = append(o, otlploghttp.WithHeaders(headers))
+		}
+		return otlploghttp.New(ctx, o...)
+	}
+}
+
+// logsURL is the OTLP/HTTP logs URL beside a traces URL (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, used
+// as it is): its path's /v1/traces becomes /v1/logs, and a path without it gets /v1/logs added.
+func logsURL(tracesURL string) string {
+	u, err := url.Parse(tracesURL)
+	if err != nil {
+		return tracesURL
+	}
+	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/v1/traces")
+	u.RawPath = ""
+	return SignalURL(u.String(), "logs")
 }
 
 // SignalURL is the OTLP/HTTP URL of one signal ("traces", "logs") under a base endpoint, as
@@ -253,12 +334,17 @@ func newResource(ctx context.Context, cfg config.Telemetry, opts Options, getenv
 // On reports whether telemetry is on.
 func (p *Provider) On() bool { return p != nil }
 
-// Describe is a one-line account of where spans go, for the start-up log ("" when off).
+// Describe is a one-line account of where spans (and audit records) go, for the start-up log
+// ("" when off).
 func (p *Provider) Describe() string {
 	if p == nil {
 		return ""
 	}
-	return fmt.Sprintf("exporting traces over OTLP %s to %s", p.protocol, p.endpoint)
+	what := "traces"
+	if p.lp != nil {
+		what = "traces and audit records (as logs)"
+	}
+	return fmt.Sprintf("exporting %s over OTLP %s to %s", what, p.protocol, p.endpoint)
 }
 
 // Tracer is the gateway's tracer; a no-op one when telemetry is off.
@@ -277,12 +363,28 @@ func (p *Provider) TracerProvider() trace.TracerProvider {
 	return p.tp
 }
 
-// Shutdown flushes the spans still batched and stops the exporter, within ctx.
+// Shutdown flushes the spans and audit log records still batched and stops the exporters,
+// within ctx. It reports what it could not flush: an error when the last export of either
+// failed (a collector that is not there) or ctx ended first. Call it after the state file is
+// closed, so that the audit records written while closing are exported too.
 func (p *Provider) Shutdown(ctx context.Context) error {
 	if p == nil {
 		return nil
 	}
-	return p.tp.Shutdown(ctx)
+	// In parallel: a collector that is not there costs each the whole of ctx.
+	var (
+		wg            sync.WaitGroup
+		lpErr, logErr error
+	)
+	if p.lp != nil {
+		wg.Go(func() {
+			lpErr = p.lp.Shutdown(ctx)
+			logErr = p.logs.err()
+		})
+	}
+	tpErr := p.tp.Shutdown(ctx)
+	wg.Wait()
+	return errors.Join(tpErr, p.spans.err(), lpErr, logErr)
 }
 
 // Child starts a span under the one ctx holds when that one is recording (the call is traced and
@@ -331,6 +433,5 @@ func SampledTraceID(ctx context.Context) string {
 	}
 	return sc.TraceID().String()
 }
-
 
 var noopTracer = noop.NewTracerProvider().Tracer(Scope)

@@ -15,6 +15,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-gateway/mcp-gateway/telemetry"
 )
 
 var (
@@ -61,9 +63,19 @@ func (e *CallError) Unwrap() error { return e.Err }
 func (u *Upstream) Call(ctx context.Context, name string, args json.RawMessage, progress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
 	cls := classOf(ctx)
 	if u.queue != nil && cls != classStop {
-		if err := u.queue.acquire(ctx); err != nil {
-			return nil, u.queueError(err)
+		// The wait for the physical server's turn, under the dispatch span when traced.
+		_, wait := telemetry.Child(ctx, "queue wait")
+		if wait.IsRecording() {
+			wait.SetAttributes(telemetry.AttrServer.String(u.cfg.Name))
 		}
+		err := u.queue.acquire(ctx)
+		if err != nil {
+			err = u.queueError(err)
+			telemetry.Fail(wait, queueFailure(err))
+			wait.End()
+			return nil, err
+		}
+		wait.End()
 		defer u.queue.release()
 	}
 	if admit := u.opts.Admit; admit != nil && cls == classAction {
@@ -237,6 +249,15 @@ func transportFailed(err error) bool {
 func (u *Upstream) connectionFailed(s *session, err error) {
 	u.ready.CompareAndSwap(s, nil)
 	s.cancel(fmt.Errorf("connection failed: %w", err))
+}
+
+// queueFailure is the error.type of a queue wait that failed: the queue was full, or the call's
+// turn did not come before its deadline or cancellation.
+func queueFailure(err error) string {
+	if errors.Is(err, ErrQueueFull) {
+		return "queue_full"
+	}
+	return "queue_wait_ended"
 }
 
 func (u *Upstream) queueError(err error) error {

@@ -290,3 +290,80 @@ func TestHTTPCallSendsTheGatewaysTraceContext(t *testing.T) {
 		})
 	}
 }
+
+// A traced call that waits for a physical server's turn has a "queue wait" span under the span
+// it was dispatched in, ended when its turn came; a call that did not wait has one too, ended
+// at once, and an untraced call has none.
+func TestQueueWaitIsASpan(t *testing.T) {
+	checkGoroutines(t)
+	cfg := stdioServer(t, "tools")
+	cfg.Physical = true
+	cfg.QueueSize = 4
+	m, err := startManager(t, []config.Server{cfg}, Options{})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	u := m.Get("robot")
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tracer := tp.Tracer("upstream-test")
+
+	first := make(chan error, 1)
+	go func() {
+		ctx, span := tracer.Start(context.Background(), "dispatch first")
+		defer span.End()
+		_, err := callSlow(u, ctx, "a", 300)
+		first <- err
+	}()
+	eventually(t, 5*time.Second, "the first call is in flight", func() bool { return inFlight(u) })
+	ctx, second := tracer.Start(context.Background(), "dispatch second")
+	start := time.Now()
+	if _, err := callSlow(u, ctx, "b", 1); err != nil {
+		t.Fatal(err)
+	}
+	second.End()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := callSlow(u, context.Background(), "untraced", 1); err != nil {
+		t.Fatal(err)
+	}
+
+	var waits []sdktrace.ReadOnlySpan
+	parents := map[trace.SpanID]string{}
+	for _, s := range rec.Ended() {
+		parents[s.SpanContext().SpanID()] = s.Name()
+		if s.Name() == "queue wait" {
+			waits = append(waits, s)
+		}
+	}
+	if len(waits) != 2 {
+		t.Fatalf("%d queue wait spans, want 2 (one per traced call)", len(waits))
+	}
+	for _, w := range waits {
+		parent := parents[w.Parent().SpanID()]
+		d := w.EndTime().Sub(w.StartTime())
+		switch parent {
+		case "dispatch first":
+			if d > 100*time.Millisecond {
+				t.Errorf("the first call's wait took %v; it had its turn at once", d)
+			}
+		case "dispatch second":
+			if d < 100*time.Millisecond || w.StartTime().Before(start) {
+				t.Errorf("the second call's wait took %v; it waited for the first (300 ms) to end", d)
+			}
+		default:
+			t.Errorf("queue wait under %q, want a dispatch span", parent)
+		}
+		var server string
+		for _, a := range w.Attributes() {
+			if a.Key == telemetry.AttrServer {
+				server = a.Value.AsString()
+			}
+		}
+		if server != "robot" {
+			t.Errorf("queue wait server = %q, want robot", server)
+		}
+	}
+}

@@ -88,7 +88,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer stopTelemetry()
-	gv, err := openGovernance(cfg, logger, stderr)
+	gv, err := openGovernance(cfg, logger, stderr, p)
 	if err != nil {
 		return err
 	}

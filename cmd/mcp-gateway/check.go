@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/gateway"
 	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
+	"github.com/mcp-gateway/mcp-gateway/telemetry"
 	"github.com/mcp-gateway/mcp-gateway/upstream"
 )
 
@@ -38,6 +40,9 @@ type checkReport struct {
 	// annotations the gateway has not seen.
 	StopTools       []string `json:"stop_tools"`
 	InspectionTools []string `json:"inspection_tools"`
+	// Telemetry is where a gateway started in this environment would send its traces
+	// ("off" when nowhere); left out when the config did not load.
+	Telemetry string `json:"telemetry,omitempty"`
 }
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -89,7 +94,41 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rep.Servers, rep.ToolNames, rep.PolicyRules, rep.PolicyDefault = &servers, cfg.Gateway.ToolNames, &rules, cfg.Policies.Default
 	rep.StopTools = append(rep.StopTools, ex.stops...)
 	rep.InspectionTools = append(rep.InspectionTools, ex.inspection...)
+	var telWarnings []string
+	rep.Telemetry, telWarnings = checkTelemetry(cfg, os.Getenv)
+	rep.Warnings = append(rep.Warnings, telWarnings...)
 	return printCheck(stdout, stderr, fs.output(), rep)
+}
+
+// checkTelemetry says where a gateway started with cfg in the environment getenv reads would
+// send its traces, and warns of what would stop it from starting there: an OTEL_ variable it
+// cannot use, a telemetry.headers_env variable that is not set. The config's own checks are
+// the loader's; the environment of check may not be the gateway's, so these are warnings.
+func checkTelemetry(cfg *config.Config, getenv func(string) string) (where string, warnings []string) {
+	s, err := telemetry.Resolve(cfg.Telemetry, getenv)
+	if err != nil {
+		return "not started: " + err.Error(), []string{fmt.Sprintf("%s: telemetry: warning: %v; mcp-gateway serve would not start in this environment", cfg.Path, err)}
+	}
+	if !s.On {
+		return "off", nil
+	}
+	where = fmt.Sprintf("traces to %s over OTLP %s (telemetry.endpoint)", s.Endpoint, s.Protocol)
+	if s.Endpoint == "" {
+		// The variable's value is not printed: it may carry credentials.
+		where = fmt.Sprintf("traces to the endpoint in $%s over OTLP %s", s.EndpointFromEnv, s.Protocol)
+	}
+	names := make([]string, 0, len(cfg.Telemetry.HeadersEnv))
+	for name := range cfg.Telemetry.HeadersEnv {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if env := cfg.Telemetry.HeadersEnv[name]; getenv(env) == "" {
+			warnings = append(warnings, fmt.Sprintf("%s: telemetry.headers_env.%s: warning: names the environment variable %s, which is not set here; mcp-gateway serve would not start without it",
+				cfg.Path, name, env))
+		}
+	}
+	return where, warnings
 }
 
 // printCheck prints the report: the problems, warnings and notes on stderr and the summary of a
@@ -113,6 +152,9 @@ func printCheck(stdout, stderr io.Writer, format string, rep checkReport) error 
 			}
 			if len(rep.InspectionTools) > 0 {
 				fmt.Fprintf(stdout, "inspection tools (allow_while_locked, callable during a lockout): %s\n", strings.Join(rep.InspectionTools, ", "))
+			}
+			if rep.Telemetry != "" {
+				fmt.Fprintf(stdout, "telemetry: %s\n", rep.Telemetry)
 			}
 		}
 	}

@@ -44,6 +44,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		addr = ""
 	}
 	logger := newLogger(cfg, stderr)
+	// Before the state file and the gateway, so that its flush, deferred here, runs after both
+	// have closed: the spans of the last calls are exported. From here on the logger puts trace
+	// and span ids on the lines of traced calls.
+	tel, logger, stopTelemetry, err := startTelemetry(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry()
 	// From here on SIGHUP never stops the process: once serving, it reloads the config.
 	hangup := make(chan os.Signal, 1)
 	signal.Notify(hangup, syscall.SIGHUP)
@@ -62,7 +70,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		logger.Warn("serving /mcp without authentication on an address other than loopback (--insecure-listen): anyone who can reach it can call every tool", "listen", addr)
 	}
-	gv, err := openGovernance(cfg, logger, stderr)
+	gv, err := openGovernance(cfg, logger, stderr, tel)
 	if locked := (*store.LockedError)(nil); *stdio && errors.As(err, &locked) {
 		// An IDE launching the gateway while the cell's gateway runs: point it to that one.
 		fmt.Fprint(stderr, heldStateAdvice(cfg, locked))
@@ -78,7 +86,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 
-	opts := gateway.Options{Logger: logger, RequireAll: *requireAll, Store: gv.store, Registry: gv.registry, AdminToken: token, Policies: gv.policies, Guards: gv.guards}
+	opts := gateway.Options{Logger: logger, RequireAll: *requireAll, Store: gv.store, Registry: gv.registry, AdminToken: token, Policies: gv.policies, Guards: gv.guards,
+		Telemetry: tel}
 	if addr == "" {
 		opts.NoApprover = "this gateway serves stdio only (--stdio without --listen), so no operator can reach its admin API to answer; " +
 			"start the gateway with an HTTP listener: add --listen HOST:PORT to mcp-gateway serve --stdio"
@@ -190,7 +199,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			<-httpDone
 		}
 	}
-	// Deferred above: the upstreams stop, then the state file closes after its last audit commit.
+	// Deferred above: the upstreams stop, then the state file closes after its last audit commit,
+	// then the last spans are flushed.
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/mcp-gateway/mcp-gateway/gateway"
 	"github.com/mcp-gateway/mcp-gateway/policies"
 	"github.com/mcp-gateway/mcp-gateway/store"
+	"github.com/mcp-gateway/mcp-gateway/telemetry"
 )
 
 // governance is what `serve` and `agent` build a governing gateway from: the compiled policies
@@ -24,8 +25,11 @@ type governance struct {
 }
 
 // openGovernance compiles the config's policies and guards (printing every problem, exit 1) and
-// opens the state file, warning about lockouts left from before this start.
-func openGovernance(cfg *config.Config, logger *slog.Logger, stderr io.Writer) (*governance, error) {
+// opens the state file, warning about lockouts left from before this start. With tel and
+// telemetry.audit_logs, every audit record the store makes durable is also exported as an OTLP
+// log record; tel is nil when telemetry is off, and must be shut down after the store is closed
+// (gv.close), so that the records written while closing are exported too.
+func openGovernance(cfg *config.Config, logger *slog.Logger, stderr io.Writer, tel *telemetry.Provider) (*governance, error) {
 	engine, err := gateway.CompilePolicies(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -47,6 +51,9 @@ func openGovernance(cfg *config.Config, logger *slog.Logger, stderr io.Writer) (
 		CommitTimeout: time.Duration(cfg.Audit.CommitTimeout),
 		MinFreeBytes:  minFree,
 		Retention:     store.Retention{MaxAge: time.Duration(cfg.Audit.Retention.MaxAge), MaxBytes: cfg.Audit.Retention.MaxBytes},
+
+		// Nil unless telemetry.audit_logs is on.
+		OnAuditDurable: tel.AuditExporter(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("opening the state file: %w", err)

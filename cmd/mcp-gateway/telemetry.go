@@ -22,7 +22,8 @@ const telemetryFlushTimeout = 5 * time.Second
 func startTelemetry(ctx context.Context, cfg *config.Config, logger *slog.Logger) (p *telemetry.Provider, log *slog.Logger, stop func(), err error) {
 	p, err = telemetry.New(ctx, cfg.Telemetry, telemetry.Options{ServiceName: cfg.Gateway.Name, Version: gateway.Version, Logger: logger})
 	if err != nil {
-		return nil, logger, func() {}, fmt.Errorf("telemetry: %w", err)
+		return nil, logger, func() {}, fmt.Errorf("cannot start telemetry: %w; fix the telemetry section of %s or the OTEL_* environment "+
+			"(with an endpoint in neither, the gateway runs without tracing)", err, cfg.Path)
 	}
 	if p == nil {
 		return nil, logger, func() {}, nil
