@@ -295,6 +295,12 @@ func (s *jSpan) tag(key string) (string, bool) {
 	return "", false
 }
 
+// is reports whether the span's tag key has the value want.
+func (s *jSpan) is(key, want string) bool {
+	v, ok := s.tag(key)
+	return ok && v == want
+}
+
 // failed reports whether the span's status is Error (Jaeger shows OpenTelemetry's status as the
 // error and otel.status_code tags).
 func (s *jSpan) failed() bool {

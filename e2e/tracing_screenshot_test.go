@@ -73,7 +73,7 @@ func TestJaegerScreenshotOfAnApprovedCall(t *testing.T) {
 	traceID := a.sc.TraceID().String()
 	got := j.waitTrace(t, traceID, "the client's and the gateway's spans", func(tr *jTrace) bool {
 		call := tr.find(gatewayService, "tools/call robot__navigate_to")
-		return tr.find(clientService, "agent step") != nil && call != nil && len(stepSpans(tr, call)) > 0
+		return tr.find(clientService, "agent step") != nil && call != nil && len(tr.children(call.SpanID)) > 0
 	})
 	time.Sleep(2 * time.Second) // the gateway's last batch
 	got, _ = j.trace(t, traceID)
@@ -81,9 +81,14 @@ func TestJaegerScreenshotOfAnApprovedCall(t *testing.T) {
 
 	page := newPage(t, browser, j.query)
 	page.run("the trace page",
-		chromedp.EmulateViewport(1400, 860),
+		chromedp.EmulateViewport(1400, 830),
 		chromedp.Navigate(j.query+"/trace/"+traceID))
 	page.waitJSText(30*time.Second, "tools/call robot__navigate_to")
+	// Open the approval wait's details and its tags: the step that held the call.
+	page.do(`[...document.querySelectorAll(".span-name")].find(e => e.querySelector(".endpoint-name").innerText === "approval wait").click()`)
+	page.waitJSText(10*time.Second, "Tags")
+	page.do(`document.querySelector(".AccordianKeyValues--header").click()`)
+	page.waitJSText(10*time.Second, "mcp_gateway.policy.rule")
 	time.Sleep(time.Second) // the timeline's layout settles
 	png, err := chromedp.Run(page.ctx, chromedp.CaptureScreenshot())
 	if err != nil {
@@ -121,7 +126,7 @@ func (tr *jTrace) outline() string {
 			}
 		}
 		fmt.Fprintf(&b, "%s%s  [%s] %s  %s\n", strings.Repeat("  ", depth), s.OperationName, s.Service,
-			(time.Duration(s.Duration) * time.Microsecond).Round(100*time.Microsecond), strings.Join(notes, " "))
+			time.Duration(s.Duration)*time.Microsecond, strings.Join(notes, " "))
 		for _, c := range tr.children(s.SpanID) {
 			walk(c, depth+1)
 		}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os/exec"
@@ -27,7 +28,7 @@ const upstreamService = "traced-upstream"
 // tracingConfig: the traced upstream, a policy denying one item, telemetry exporting to Jaeger
 // with the audit records as OTLP logs, and the profiler on for the goroutine check.
 const tracingConfig = `
-gateway: {listen: "{{listen}}", name: ` + gatewayService + `, pprof: true}
+gateway: {listen: "{{listen}}", name: ` + gatewayService + `, pprof: true, log_format: json}
 servers:
   - name: up
     command: "{{traced}}"
@@ -102,7 +103,7 @@ func TestTracingThroughTheGateway(t *testing.T) {
 	j := startJaeger(t, "")
 	tr := clientTracer(t, j)
 	cfg, addr := writeTracingConfig(t, j.otlpHTTP, strings.ReplaceAll(tracingTelemetry, "{{otlp}}", j.otlpHTTP))
-	startGateway(t, cfg, addr)
+	gw := startGateway(t, cfg, addr)
 	hdr := &headerTransport{}
 	cs := connectWithHeaders(t, addr, hdr)
 	upstreamRecord := filepath.Join(cfgDir(cfg), "upstream.jsonl")
@@ -134,17 +135,16 @@ func TestTracingThroughTheGateway(t *testing.T) {
 		if call.failed() {
 			t.Errorf("a call that succeeded has an Error status: %s", call)
 		}
-		steps := stepSpans(got, call)
-		for _, want := range []string{"validat", "polic"} {
-			if !hasStep(steps, want) {
-				t.Errorf("no %s… step under the call span:\n%s", want, got.tree())
+		for _, step := range []string{"validate", "policy", "audit"} {
+			if got.child(call.SpanID, step) == nil {
+				t.Errorf("no %s step span under the call span:\n%s", step, got.tree())
 			}
 		}
-		dispatch := findUnder(got, call, func(s *jSpan) bool {
-			kind, _ := s.tag("span.kind")
-			return s.Service == gatewayService && kind == "client" && s.OperationName == "tools/call lookup"
-		})
-		if dispatch == nil {
+		if rule, _ := got.child(call.SpanID, "policy").tag("mcp_gateway.policy.rule"); rule != "default" {
+			t.Errorf("the policy span of a call no rule matched has rule %q, want default", rule)
+		}
+		dispatch := got.child(call.SpanID, "tools/call lookup")
+		if dispatch == nil || !dispatch.is("span.kind", "client") {
 			t.Fatalf("no dispatch span (a client span \"tools/call lookup\") under the call span:\n%s", got.tree())
 		}
 		up := got.find(upstreamService, "tools/call lookup")
@@ -214,17 +214,22 @@ func TestTracingThroughTheGateway(t *testing.T) {
 				return tr.find(gatewayService, c.span) != nil
 			})
 			call := got.find(gatewayService, c.span)
-			if kind, _ := call.tag("error.type"); kind != c.kind || !call.failed() {
-				t.Errorf("%s %v: error.type %q, Error status %v, want %s and true: %s", c.tool, c.args, kind, call.failed(), c.kind, call)
+			if kind, _ := call.tag("error.type"); kind != c.kind || !call.failed() || !call.event("refused") {
+				t.Errorf("%s %v: error.type %q, Error status %v, a refused event %v; want %s, true, true: %s", c.tool, c.args, kind, call.failed(), call.event("refused"), c.kind, call)
 			}
 			if call.parent() != sc.SpanID().String() {
 				t.Errorf("%s: the call span is not the client's child:\n%s", c.kind, got.tree())
+			}
+			// The refusal's JSON log line carries the trace id and the id of a span of it.
+			logged := loggedCall(t, gw, c.kind)
+			if spanID, _ := logged["span_id"].(string); logged["trace_id"] != sc.TraceID().String() || got.byID(spanID) == nil {
+				t.Errorf("%s: the log line has trace_id %v span_id %v, want %s and a span of it: %v", c.kind, logged["trace_id"], logged["span_id"], sc.TraceID(), logged)
 			}
 			if got.find(upstreamService, "tools/call lookup") != nil {
 				t.Errorf("%s: the refused call reached the upstream:\n%s", c.kind, got.tree())
 			}
 			if c.kind == "policy_denied" {
-				policy := findUnder(got, call, func(s *jSpan) bool { return strings.Contains(s.OperationName, "polic") })
+				policy := got.child(call.SpanID, "policy")
 				if policy == nil {
 					t.Fatalf("no policy span under the denied call:\n%s", got.tree())
 				}
@@ -305,7 +310,7 @@ func TestTracingThroughTheGateway(t *testing.T) {
 	})
 
 	t.Run("audit records reach the collector as OTLP logs, redacted", func(t *testing.T) {
-		res, err, _ := tracedCall(t, tr, cs, "up__lookup", map[string]any{"item": "key-box", "api_key": secretValue})
+		res, err, sc := tracedCall(t, tr, cs, "up__lookup", map[string]any{"item": "key-box", "api_key": secretValue})
 		if err != nil || res.IsError {
 			t.Fatalf("up__lookup: %v %s", err, mustJSON(res))
 		}
@@ -318,10 +323,14 @@ func TestTracingThroughTheGateway(t *testing.T) {
 		if rec == nil || rec.Hash == "" {
 			t.Fatal("no audit record of the call")
 		}
+		digest := "mcp_gateway.audit.digest: Str(" + rec.Hash + ")"
 		waitFor(t, 20*time.Second, "the audit record's digest in Jaeger's debug exporter output", func() bool {
-			return strings.Contains(j.out.String(), rec.Hash)
+			return strings.Contains(j.out.String(), digest)
 		})
 		out := j.out.String()
+		if !strings.Contains(out, "Trace ID: "+rec.TraceID) || rec.TraceID != sc.TraceID().String() {
+			t.Errorf("the log record does not carry the call's trace id %s (the audit record has %q)", sc.TraceID(), rec.TraceID)
+		}
 		if strings.Contains(out, secretValue) {
 			t.Errorf("the collector received a redacted argument value:\n%s", lineWith(out, secretValue))
 		}
@@ -362,6 +371,24 @@ func TestTracingOffRunsNoOTel(t *testing.T) {
 	}
 }
 
+// loggedCall is the gateway's JSON log line of the call refused with kind (the first one).
+func loggedCall(t *testing.T, gw *gatewayProc, kind string) map[string]any {
+	t.Helper()
+	var logged map[string]any
+	ok := pollFor(5*time.Second, func() bool {
+		for _, line := range lines(gw.stderr.String(), `"msg":"tool call"`) {
+			if err := json.Unmarshal([]byte(line), &logged); err == nil && logged["outcome"] == kind {
+				return true
+			}
+		}
+		return false
+	})
+	if !ok {
+		t.Fatalf("no JSON log line of the call refused with %s:\n%s", kind, gw.stderr.String())
+	}
+	return logged
+}
+
 // otelGoroutines are the goroutines of dump with an OpenTelemetry frame.
 func otelGoroutines(dump string) string {
 	var out []string
@@ -371,40 +398,4 @@ func otelGoroutines(dump string) string {
 		}
 	}
 	return strings.Join(out, "\n\n")
-}
-
-// stepSpans are the spans under call (its descendants) of the gateway.
-func stepSpans(tr *jTrace, call *jSpan) []*jSpan {
-	var out []*jSpan
-	var walk func(id string)
-	walk = func(id string) {
-		for _, s := range tr.children(id) {
-			if s.Service == call.Service {
-				out = append(out, s)
-				walk(s.SpanID)
-			}
-		}
-	}
-	walk(call.SpanID)
-	return out
-}
-
-// hasStep reports whether a step span's name contains part.
-func hasStep(steps []*jSpan, part string) bool {
-	for _, s := range steps {
-		if strings.Contains(s.OperationName, part) {
-			return true
-		}
-	}
-	return false
-}
-
-// findUnder is the first of call's gateway descendants that match, or nil.
-func findUnder(tr *jTrace, call *jSpan, match func(*jSpan) bool) *jSpan {
-	for _, s := range stepSpans(tr, call) {
-		if match(s) {
-			return s
-		}
-	}
-	return nil
 }
