@@ -347,8 +347,8 @@ func TestTracingThroughTheGateway(t *testing.T) {
 }
 
 // TestTracingOffRunsNoOTel: with no endpoint anywhere, no goroutine of the gateway runs
-// OpenTelemetry code, a client's trace context changes nothing, and the audit record has no
-// trace id.
+// OpenTelemetry code, and a client's trace context goes nowhere: not upstream, not into the
+// audit record.
 func TestTracingOffRunsNoOTel(t *testing.T) {
 	noOTelEnv(t)
 	cfg, addr := writeTracingConfig(t, "", "")
@@ -360,6 +360,10 @@ func TestTracingOffRunsNoOTel(t *testing.T) {
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Meta: mcp.Meta{"traceparent": tp}, Name: "up__lookup", Arguments: map[string]any{"item": "cup"}})
 	if err != nil || res.IsError {
 		t.Fatalf("up__lookup: %v %s", err, mustJSON(res))
+	}
+	// Nor is trace context sent upstream: not the gateway's (it has none), nor the client's.
+	if saw := readUpstreamRecord(t, filepath.Join(cfgDir(cfg), "upstream.jsonl")); len(saw) != 1 || saw[0].Meta["traceparent"] != nil {
+		t.Errorf("telemetry is off and the upstream got a traceparent: %+v", saw)
 	}
 	if dump := goroutineDump(t, cfg, addr); strings.Contains(dump, "go.opentelemetry.io/") {
 		t.Errorf("telemetry is off and a goroutine runs OpenTelemetry code:\n%s", otelGoroutines(dump))
