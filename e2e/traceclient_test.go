@@ -105,9 +105,9 @@ const clientBaggage = "tenant=acme-robotics"
 
 // tracedCall is one step of an instrumented agent: a span of the client ("agent step"), and
 // within it a call of tool whose _meta carries the span's context and the client's baggage. It
-// returns the result (or the protocol error) and the span's context once the span has ended
-// (and been exported).
-func tracedCall(t *testing.T, tr trace.Tracer, cs *mcp.ClientSession, tool string, args any) (*mcp.CallToolResult, error, trace.SpanContext) {
+// returns the span's context, once the span has ended (and been exported), and the result or
+// the protocol error.
+func tracedCall(t *testing.T, tr trace.Tracer, cs *mcp.ClientSession, tool string, args any) (trace.SpanContext, *mcp.CallToolResult, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -119,7 +119,7 @@ func tracedCall(t *testing.T, tr trace.Tracer, cs *mcp.ClientSession, tool strin
 	ctx, span := tr.Start(ctx, "agent step", trace.WithSpanKind(trace.SpanKindInternal))
 	res, callErr := cs.CallTool(ctx, &mcp.CallToolParams{Meta: metaOf(ctx), Name: tool, Arguments: args})
 	span.End()
-	return res, callErr, span.SpanContext()
+	return span.SpanContext(), res, callErr
 }
 
 // headerTransport sends the traceparent header it holds (none while it holds "") on every

@@ -60,7 +60,7 @@ func TestJaegerScreenshotOfAnApprovedCall(t *testing.T) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		res, err, sc := tracedCall(t, tr, cs, "robot__navigate_to", map[string]any{"target": "shelf"})
+		sc, res, err := tracedCall(t, tr, cs, "robot__navigate_to", map[string]any{"target": "shelf"})
 		done <- answer{sc, err, err == nil && !res.IsError}
 	}()
 	id := pendingApproval(t, cfg)
@@ -71,12 +71,18 @@ func TestJaegerScreenshotOfAnApprovedCall(t *testing.T) {
 		t.Fatalf("the approved drive failed: %v", a.err)
 	}
 	traceID := a.sc.TraceID().String()
-	got := j.waitTrace(t, traceID, "the client's and the gateway's spans", func(tr *jTrace) bool {
+	got := j.waitTrace(t, traceID, "the client's span, the gateway's and its steps", func(tr *jTrace) bool {
 		call := tr.find(gatewayService, "tools/call robot__navigate_to")
-		return tr.find(clientService, "agent step") != nil && call != nil && len(tr.children(call.SpanID)) > 0
+		if tr.find(clientService, "agent step") == nil || call == nil {
+			return false
+		}
+		for _, step := range []string{"validate", "policy", "approval wait", "tools/call navigate_to", "audit"} {
+			if tr.child(call.SpanID, step) == nil {
+				return false
+			}
+		}
+		return true
 	})
-	time.Sleep(2 * time.Second) // the gateway's last batch
-	got, _ = j.trace(t, traceID)
 	t.Logf("the trace of the approved call:\n%s", got.outline())
 
 	page := newPage(t, browser, j.query)
@@ -111,30 +117,4 @@ func (p *browserPage) waitJSText(within time.Duration, s string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// outline is the trace as an indented tree with each span's service, duration and the tags
-// that tell the steps apart, for the docs.
-func (tr *jTrace) outline() string {
-	var b strings.Builder
-	var walk func(s *jSpan, depth int)
-	walk = func(s *jSpan, depth int) {
-		var notes []string
-		for _, k := range []string{"span.kind", "error.type", "mcp_gateway.policy.rule", "mcp_gateway.policy.effect", "mcp_gateway.outcome"} {
-			if v, ok := s.tag(k); ok {
-				notes = append(notes, k+"="+v)
-			}
-		}
-		fmt.Fprintf(&b, "%s%s  [%s] %s  %s\n", strings.Repeat("  ", depth), s.OperationName, s.Service,
-			time.Duration(s.Duration)*time.Microsecond, strings.Join(notes, " "))
-		for _, c := range tr.children(s.SpanID) {
-			walk(c, depth+1)
-		}
-	}
-	for _, s := range tr.Spans {
-		if p := s.parent(); p == "" || tr.byID(p) == nil {
-			walk(s, 0)
-		}
-	}
-	return b.String()
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -84,7 +85,7 @@ func TestTracedServerJoinsTheCallersTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	res, err, sc := tracedCall(t, tr, cs, "lookup", map[string]any{"item": "sponge"})
+	sc, res, err := tracedCall(t, tr, cs, "lookup", map[string]any{"item": "sponge"})
 	if err != nil || res.IsError {
 		t.Fatalf("lookup: %v %s", err, mustJSON(res))
 	}
@@ -92,7 +93,7 @@ func TestTracedServerJoinsTheCallersTrace(t *testing.T) {
 		return tr.find(clientService, "agent step") != nil && tr.find(upstreamService, "tools/call lookup") != nil
 	})
 	if up := got.find(upstreamService, "tools/call lookup"); up.parent() != sc.SpanID().String() {
-		t.Errorf("the traced server's span is not the child of the client's:\n%s", got.tree())
+		t.Errorf("the traced server's span is not the child of the client's:\n%s", got.outline())
 	}
 }
 
@@ -113,7 +114,7 @@ func TestTracingThroughTheGateway(t *testing.T) {
 	var okTrace string
 
 	t.Run("one trace from the client through the chain to the upstream", func(t *testing.T) {
-		res, err, sc := tracedCall(t, tr, cs, "up__lookup", map[string]any{"item": item})
+		sc, res, err := tracedCall(t, tr, cs, "up__lookup", map[string]any{"item": item})
 		if err != nil || res.IsError {
 			t.Fatalf("up__lookup: %v %s", err, mustJSON(res))
 		}
@@ -125,7 +126,7 @@ func TestTracingThroughTheGateway(t *testing.T) {
 		client := got.find(clientService, "agent step")
 		call := got.find(gatewayService, "tools/call up__lookup")
 		if client.parent() != "" || call.parent() != client.SpanID {
-			t.Errorf("the gateway's call span is not the child of the client's span:\n%s", got.tree())
+			t.Errorf("the gateway's call span is not the child of the client's span:\n%s", got.outline())
 		}
 		for k, want := range map[string]string{"span.kind": "server", "mcp.method.name": "tools/call", "gen_ai.tool.name": "up__lookup"} {
 			if v, _ := call.tag(k); v != want {
@@ -137,7 +138,7 @@ func TestTracingThroughTheGateway(t *testing.T) {
 		}
 		for _, step := range []string{"validate", "policy", "audit"} {
 			if got.child(call.SpanID, step) == nil {
-				t.Errorf("no %s step span under the call span:\n%s", step, got.tree())
+				t.Errorf("no %s step span under the call span:\n%s", step, got.outline())
 			}
 		}
 		if rule, _ := got.child(call.SpanID, "policy").tag("mcp_gateway.policy.rule"); rule != "default" {
@@ -145,11 +146,20 @@ func TestTracingThroughTheGateway(t *testing.T) {
 		}
 		dispatch := got.child(call.SpanID, "tools/call lookup")
 		if dispatch == nil || !dispatch.is("span.kind", "client") {
-			t.Fatalf("no dispatch span (a client span \"tools/call lookup\") under the call span:\n%s", got.tree())
+			t.Fatalf("no dispatch span (a client span \"tools/call lookup\") under the call span:\n%s", got.outline())
 		}
 		up := got.find(upstreamService, "tools/call lookup")
 		if up.parent() != dispatch.SpanID {
-			t.Errorf("the upstream's span is not the child of the gateway's dispatch span:\n%s", got.tree())
+			t.Errorf("the upstream's span is not the child of the gateway's dispatch span:\n%s", got.outline())
+		}
+		// The three services, and the trace among the gateway's in Jaeger's search.
+		for _, svc := range []string{clientService, gatewayService, upstreamService} {
+			if !slices.Contains(j.services(t), svc) {
+				t.Errorf("Jaeger's services %v lack %s", j.services(t), svc)
+			}
+		}
+		if !slices.ContainsFunc(j.traces(t, gatewayService), func(tr *jTrace) bool { return tr.TraceID == okTrace }) {
+			t.Errorf("searching the traces of %s does not find %s", gatewayService, okTrace)
 		}
 		for _, s := range got.Spans {
 			if strings.Contains(mustJSON(s.Tags)+mustJSON(s.Logs), item) {
@@ -182,7 +192,7 @@ func TestTracingThroughTheGateway(t *testing.T) {
 			return tr.find(gatewayService, "tools/call up__lookup") != nil
 		})
 		if call := got.find(gatewayService, "tools/call up__lookup"); call.parent() != spanID {
-			t.Errorf("the call span's parent is %q, want the header's span %s:\n%s", call.parent(), spanID, got.tree())
+			t.Errorf("the call span's parent is %q, want the header's span %s:\n%s", call.parent(), spanID, got.outline())
 		}
 	})
 
@@ -206,7 +216,7 @@ func TestTracingThroughTheGateway(t *testing.T) {
 			// A name the catalog does not know is the caller's text: never a span name.
 			{"up__no_such_tool", "unknown_tool", "tools/call", map[string]any{}},
 		} {
-			res, err, sc := tracedCall(t, tr, cs, c.tool, c.args)
+			sc, res, err := tracedCall(t, tr, cs, c.tool, c.args)
 			if err == nil && !res.IsError {
 				t.Fatalf("%s %v was not refused: %s", c.tool, c.args, mustJSON(res))
 			}
@@ -218,7 +228,7 @@ func TestTracingThroughTheGateway(t *testing.T) {
 				t.Errorf("%s %v: error.type %q, Error status %v, a refused event %v; want %s, true, true: %s", c.tool, c.args, kind, call.failed(), call.event("refused"), c.kind, call)
 			}
 			if call.parent() != sc.SpanID().String() {
-				t.Errorf("%s: the call span is not the client's child:\n%s", c.kind, got.tree())
+				t.Errorf("%s: the call span is not the client's child:\n%s", c.kind, got.outline())
 			}
 			// The refusal's JSON log line carries the trace id and the id of a span of it.
 			logged := loggedCall(t, gw, c.kind)
@@ -226,12 +236,12 @@ func TestTracingThroughTheGateway(t *testing.T) {
 				t.Errorf("%s: the log line has trace_id %v span_id %v, want %s and a span of it: %v", c.kind, logged["trace_id"], logged["span_id"], sc.TraceID(), logged)
 			}
 			if got.find(upstreamService, "tools/call lookup") != nil {
-				t.Errorf("%s: the refused call reached the upstream:\n%s", c.kind, got.tree())
+				t.Errorf("%s: the refused call reached the upstream:\n%s", c.kind, got.outline())
 			}
 			if c.kind == "policy_denied" {
 				policy := got.child(call.SpanID, "policy")
 				if policy == nil {
-					t.Fatalf("no policy span under the denied call:\n%s", got.tree())
+					t.Fatalf("no policy span under the denied call:\n%s", got.outline())
 				}
 				rule, _ := policy.tag("mcp_gateway.policy.rule")
 				effect, _ := policy.tag("mcp_gateway.policy.effect")
@@ -270,7 +280,7 @@ func TestTracingThroughTheGateway(t *testing.T) {
 		got := j.waitTrace(t, rec.TraceID, "the record's span", func(tr *jTrace) bool { return tr.byID(rec.SpanID) != nil })
 		span := got.byID(rec.SpanID)
 		if span.Service != gatewayService || span.OperationName != "tools/call up__lookup" || span.parent() != "" {
-			t.Errorf("the record's span is %s, want the root call span of %s:\n%s", span, gatewayService, got.tree())
+			t.Errorf("the record's span is %s, want the root call span of %s:\n%s", span, gatewayService, got.outline())
 		}
 		if id, _ := span.tag("mcp_gateway.call.id"); id != rec.CallID {
 			t.Errorf("the span's call id %q, the record's %q", id, rec.CallID)
@@ -310,7 +320,7 @@ func TestTracingThroughTheGateway(t *testing.T) {
 	})
 
 	t.Run("audit records reach the collector as OTLP logs, redacted", func(t *testing.T) {
-		res, err, sc := tracedCall(t, tr, cs, "up__lookup", map[string]any{"item": "key-box", "api_key": secretValue})
+		sc, res, err := tracedCall(t, tr, cs, "up__lookup", map[string]any{"item": "key-box", "api_key": secretValue})
 		if err != nil || res.IsError {
 			t.Fatalf("up__lookup: %v %s", err, mustJSON(res))
 		}
