@@ -50,16 +50,17 @@ telemetry:
   audit_logs: true
 `
 
-// writeTracingConfig writes tracingConfig with the traced upstream exporting to otlp (none when
-// "") and the given telemetry section.
-func writeTracingConfig(t *testing.T, otlp, telemetry string) (cfg, addr string) {
+// writeTracingConfig writes tracingConfig with the gateway and the traced upstream exporting to
+// otlp, or, when otlp is "", with neither exporting (telemetry off).
+func writeTracingConfig(t *testing.T, otlp string) (cfg, addr string) {
 	t.Helper()
-	yaml := strings.NewReplacer("{{telemetry}}", telemetry).Replace(tracingConfig)
-	yaml = strings.NewReplacer("{{traced}}", tracedServerBin(t), "{{otlp}}", otlp).Replace(yaml)
+	yaml := tracingConfig
 	if otlp == "" {
-		yaml = strings.Replace(yaml, `"-otlp", "", `, "", 1)
+		yaml = strings.NewReplacer(`"-otlp", "{{otlp}}", `, "", "{{telemetry}}", "").Replace(yaml)
+	} else {
+		yaml = strings.ReplaceAll(yaml, "{{telemetry}}", tracingTelemetry)
 	}
-	return writeConfig(t, yaml)
+	return writeConfig(t, strings.NewReplacer("{{traced}}", tracedServerBin(t), "{{otlp}}", otlp).Replace(yaml))
 }
 
 // noOTelEnv blanks the OTEL_* variables that would turn the gateway's telemetry on or off from
@@ -103,7 +104,7 @@ func TestTracingThroughTheGateway(t *testing.T) {
 	noOTelEnv(t)
 	j := startJaeger(t, "")
 	tr := clientTracer(t, j)
-	cfg, addr := writeTracingConfig(t, j.otlpHTTP, strings.ReplaceAll(tracingTelemetry, "{{otlp}}", j.otlpHTTP))
+	cfg, addr := writeTracingConfig(t, j.otlpHTTP)
 	gw := startGateway(t, cfg, addr)
 	hdr := &headerTransport{}
 	cs := connectWithHeaders(t, addr, hdr)
@@ -361,7 +362,7 @@ func TestTracingThroughTheGateway(t *testing.T) {
 // audit record.
 func TestTracingOffRunsNoOTel(t *testing.T) {
 	noOTelEnv(t)
-	cfg, addr := writeTracingConfig(t, "", "")
+	cfg, addr := writeTracingConfig(t, "")
 	startGateway(t, cfg, addr)
 	cs := connectHTTP(t, addr, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -105,8 +105,9 @@ func newProvider(ctx context.Context, endpoint, service string) (*sdktrace.Trace
 	return sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithResource(res)), nil
 }
 
-// lookup answers with where the item is, in the gateway's result envelope, in a span that is the child of the trace context in
-// the request's _meta (a root span when there is none, or it is malformed).
+// lookup answers with where the item is, in the gateway's result envelope (success and an
+// observation), within a span that is the child of the trace context in the request's _meta (a
+// root span when there is none, or it is malformed).
 func (s *server) lookup(ctx context.Context, req *mcp.CallToolRequest, in lookupArgs) (*mcp.CallToolResult, any, error) {
 	meta := req.Params.GetMeta()
 	ctx = propagation.TraceContext{}.Extract(ctx, metaCarrier(meta))
@@ -118,7 +119,6 @@ func (s *server) lookup(ctx context.Context, req *mcp.CallToolRequest, in lookup
 		))
 	s.write(req.Params.Name, meta)
 	span.End() // exported now (a synchronous exporter), before the answer
-	// The gateway's result envelope: success and an observation, as text and structured.
 	b, _ := json.Marshal(map[string]any{"success": true, "observation": in.Item + " is on the shelf"})
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: json.RawMessage(b)}, nil, nil
 }
