@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -59,15 +60,31 @@ func (d *decoder) checkTelemetry(t *Telemetry) {
 	if src.has("protocol") {
 		d.enum(src, loc, "protocol", &t.Protocol, "", TelemetryHTTP, TelemetryGRPC)
 	}
-	if src.valid("sample_ratio") && t.SampleRatio != nil && (*t.SampleRatio < 0 || *t.SampleRatio > 1) {
+	if src.valid("sample_ratio") && t.SampleRatio != nil && !(*t.SampleRatio >= 0 && *t.SampleRatio <= 1) { // NaN too
 		d.errorf(src.valueLine("sample_ratio"), loc.field("sample_ratio"),
 			"must be between 0 and 1, got %s", formatNumber(*t.SampleRatio))
 	}
 	if headers := d.src[&t.HeadersEnv]; headers != nil {
 		hloc := loc.field("headers_env")
-		for name, e := range headers.keys {
+		seen := map[string]string{} // canonical name -> the name as written
+		names := make([]string, 0, len(headers.keys))
+		for name := range headers.keys {
+			names = append(names, name)
+		}
+		// In the file's order, so that the second of two equal names is the one reported.
+		slices.SortFunc(names, func(a, b string) int { return headers.keys[a].line - headers.keys[b].line })
+		for _, name := range names {
+			e := headers.keys[name]
 			if !headerNameRE.MatchString(name) {
 				d.errorf(e.line, hloc, "%q is not an HTTP header name", truncate(name))
+			}
+			canon := strings.ToLower(name)
+			if other, dup := seen[canon]; dup {
+				d.errorf(e.line, hloc, "%q and %q are the same HTTP header (names are case-insensitive); keep one", truncate(other), truncate(name))
+			}
+			seen[canon] = name
+			if canon == "content-type" || canon == "content-length" || canon == "content-encoding" {
+				d.errorf(e.line, hloc, "%q is set by the OTLP exporter itself; remove it", truncate(name))
 			}
 			if v := t.HeadersEnv[name]; e.ok && !envNameRE.MatchString(v) {
 				d.errorf(e.value.Line, hloc.field(name), "must name the environment variable holding the header's value (letters, digits and _, not starting with a digit), never the value itself")
@@ -97,6 +114,10 @@ func checkTelemetryEndpoint(raw string) string {
 		return "has no host"
 	case u.User != nil:
 		return "must not carry credentials; name the environment variable holding them in headers_env"
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		// A query is where a backend's key would go; it is not repeated, and headers_env is
+		// the place for one.
+		return "must not have a query or a fragment; a backend's key goes in headers_env, such as {x-api-key: OTLP_API_KEY}"
 	}
 	return ""
 }

@@ -8,6 +8,11 @@ import (
 	"github.com/mcp-gateway/mcp-gateway/telemetry"
 )
 
+// maxSpanRequestID is the longest JSON-RPC id put on a call's span. The id is the client's
+// choice, of any length; a longer one is left off rather than cut (a cut id names no request)
+// or kept in memory with the span until it is exported.
+const maxSpanRequestID = 128
+
 // Trace is the outermost step when telemetry is on: the call's server span, a child of the
 // client's trace context that the gateway put in ctx (from params._meta or the traceparent
 // header), or the root of a new trace. Every other step's span is its child (telemetry.Child), and
@@ -36,7 +41,7 @@ func traceWith(tracer trace.Tracer) Step {
 				if c.Session != "" {
 					span.SetAttributes(telemetry.AttrSessionID.String(c.Session))
 				}
-				if c.RequestID != "" {
+				if n := len(c.RequestID); n > 0 && n <= maxSpanRequestID {
 					span.SetAttributes(telemetry.AttrRequestID.String(c.RequestID))
 				}
 				if c.Transport != "" {

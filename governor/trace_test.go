@@ -660,3 +660,27 @@ func TestGuardBlockIsOnTheGuardSpan(t *testing.T) {
 	}
 	tr.noArgumentValues(t)
 }
+
+// The client's JSON-RPC id is on the call's span up to maxSpanRequestID bytes; a longer one,
+// which a client may choose of any length, is left off: it is the client's text, kept in
+// memory with the span until export.
+func TestLongRequestIDsAreLeftOffTheSpan(t *testing.T) {
+	tr := newTracing(t)
+	g := newTracedGateway(t)
+	for _, id := range []string{"42", strings.Repeat("i", maxSpanRequestID), strings.Repeat("x", maxSpanRequestID+1), strings.Repeat("y", 1<<20)} {
+		tr.reset()
+		c := moveCall("c1", `{"target":"bin","speed":0.5}`)
+		c.RequestID = id
+		if out := g.traced(tr).Handle(context.Background(), c); out.Kind != "" {
+			t.Fatalf("outcome %+v", out)
+		}
+		got := attr(tr.one(t, "tools/call arm__move"), telemetry.AttrRequestID).AsString()
+		want := id
+		if len(id) > maxSpanRequestID {
+			want = ""
+		}
+		if got != want {
+			t.Errorf("an id of %d bytes is %d bytes on the span, want %d", len(id), len(got), len(want))
+		}
+	}
+}

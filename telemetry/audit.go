@@ -37,7 +37,8 @@ type auditFields struct {
 //
 // The log record's body is stored, as a string; its attributes are the sequence number
 // (mcp_gateway.audit.seq), the digest (mcp_gateway.audit.digest), the record's type and, when
-// set, its principal, server, tool, call id, outcome, failure kind (error.type) and operator
+// set, its principal, server, tool (only a tool the catalog resolved: an unknown name is the
+// caller's text, kept in the body alone), call id, outcome, failure kind (error.type) and operator
 // action; its timestamp is the record's time, and its trace and span ids are the record's
 // trace_id and span_id, which join it to the call's trace. A record that does not parse is
 // exported all the same, with its body, sequence number and digest.
@@ -54,6 +55,12 @@ func (p *Provider) AuditExporter() func(seq uint64, stored []byte, digest string
 		// What parses is used; the body is the record anyway. ZeroCopy: the strings share stored,
 		// which is never changed.
 		_, _ = segjson.Parse(stored, &f, segjson.ZeroCopy)
+		// A record's tool is the name the caller asked for; only one the catalog resolved (the
+		// record has its server) is a bounded name fit for an attribute. The body keeps the rest.
+		tool := f.Tool
+		if f.Server == "" {
+			tool = ""
+		}
 		var rec otellog.Record
 		rec.SetEventName(AuditEvent)
 		rec.SetTimestamp(f.Time)
@@ -67,7 +74,7 @@ func (p *Provider) AuditExporter() func(seq uint64, stored []byte, digest string
 			key attribute.Key
 			val string
 		}{
-			{AttrAuditType, f.Type}, {AttrPrincipal, f.Principal}, {AttrServer, f.Server}, {AttrToolName, f.Tool},
+			{AttrAuditType, f.Type}, {AttrPrincipal, f.Principal}, {AttrServer, f.Server}, {AttrToolName, tool},
 			{AttrCallID, f.CallID}, {AttrOutcome, f.Outcome}, {AttrErrorType, f.Kind}, {AttrAuditAction, f.Action},
 		} {
 			if a.val != "" {

@@ -246,3 +246,34 @@ func BenchmarkAuditExporter(b *testing.B) {
 		export(41, rec, "1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f809")
 	}
 }
+
+// A record of a call to a tool the catalog does not know has the caller's text as its tool and
+// no server: that name stays in the body alone, never an attribute a collector indexes, and a
+// long value a client sent is cut to maxAttributeLength on what is an attribute.
+func TestAuditExporterKeepsCallersTextOutOfAttributes(t *testing.T) {
+	logs := &memoryLogs{}
+	p := newAuditProvider(t, logs)
+	export := p.AuditExporter()
+	unknown := `{"seq":7,"time":"2026-03-01T12:00:00Z","type":"call","principal":"planner","tool":"UNKNOWN_SECRET_7777",` +
+		`"call_id":"c-1","kind":"unknown_tool","outcome":"unknown_tool","prev":"aa","hash":"d7"}`
+	long := `{"seq":8,"time":"2026-03-01T12:00:00Z","type":"call","principal":"planner","server":"arm","tool":"arm__move",` +
+		`"call_id":"` + strings.Repeat("c", 4096) + `","outcome":"ok","prev":"d7","hash":"d8"}`
+	export(7, []byte(unknown), "d7")
+	export(8, []byte(long), "d8")
+	shutdown(t, p)
+	got := logs.got()
+	if len(got) != 2 {
+		t.Fatalf("%d log records exported, want 2", len(got))
+	}
+	for k, v := range logAttrs(got[0]) {
+		if strings.Contains(v.String(), "UNKNOWN_SECRET") {
+			t.Errorf("attribute %s = %q carries the unknown tool's name", k, v)
+		}
+	}
+	if got[0].Body().String() != unknown {
+		t.Errorf("body %q, want the stored record", got[0].Body().String())
+	}
+	if id := logAttrs(got[1])["mcp_gateway.call.id"].AsString(); len(id) != maxAttributeLength {
+		t.Errorf("a 4096-byte call id is %d bytes as an attribute, want it cut to %d", len(id), maxAttributeLength)
+	}
+}

@@ -168,6 +168,7 @@ func New(ctx context.Context, cfg config.Telemetry, opts Options) (*Provider, er
 	p.spans = newReporter(opts.Logger, "spans", "Calls are not affected.")
 	tpOpts := []sdktrace.TracerProviderOption{
 		sdktrace.WithResource(res),
+		sdktrace.WithRawSpanLimits(spanLimits()),
 		sdktrace.WithBatcher(reportingSpans{spanExp, p.spans}, sdktrace.WithBatchTimeout(time.Second)),
 	}
 	switch {
@@ -191,6 +192,7 @@ func New(ctx context.Context, cfg config.Telemetry, opts Options) (*Provider, er
 		p.logs = newReporter(opts.Logger, "audit log records", "The state file keeps every audit record; only their copies in the collector are missing.")
 		p.lp = sdklog.NewLoggerProvider(
 			sdklog.WithResource(res),
+			sdklog.WithAttributeValueLengthLimit(maxAttributeLength),
 			// The exporter function sets each key once: the SDK need not look for duplicates.
 			sdklog.WithAllowKeyDuplication(),
 			sdklog.WithProcessor(sdklog.NewBatchProcessor(reportingLogs{logExp, p.logs})),
@@ -198,6 +200,21 @@ func New(ctx context.Context, cfg config.Telemetry, opts Options) (*Provider, er
 		p.audit = p.lp.Logger(Scope, otellog.WithInstrumentationVersion(opts.Version))
 	}
 	return p, nil
+}
+
+// maxAttributeLength bounds every attribute value on a span or a log record, in bytes. The
+// gateway's own attributes are names, ids and kinds well under it; what a client chose (a
+// JSON-RPC id, a tracestate) is cut there rather than kept in memory until export.
+const maxAttributeLength = 256
+
+// spanLimits are the SDK's defaults (and OTEL_SPAN_* / OTEL_ATTRIBUTE_* where set) with
+// attribute values bounded at maxAttributeLength unless the environment bounds them already.
+func spanLimits() sdktrace.SpanLimits {
+	l := sdktrace.NewSpanLimits()
+	if l.AttributeValueLengthLimit < 0 || l.AttributeValueLengthLimit > maxAttributeLength {
+		l.AttributeValueLengthLimit = maxAttributeLength
+	}
+	return l
 }
 
 // newExporter makes the OTLP span exporter. With the endpoint from the environment the exporter

@@ -15,7 +15,10 @@ import (
 // gateway's own span, the one the call's context holds, whose parent is the client's when the
 // client sent one. What a client sent never reaches a server as it is: Origin.meta carries the
 // capabilities and the log level, nothing else, and a context that holds only the client's
-// remote span context (no span of the gateway's under it) sends none. Baggage goes too only
+// remote span context (no span of the gateway's under it) sends none. The one exception is the
+// client's tracestate, which W3C Trace Context has every hop pass on with its own span: it goes
+// up as the OpenTelemetry SDK parsed it (at most 32 list members; one that does not parse is
+// dropped whole), and the gateway's spans carry it too. Baggage goes too only
 // with telemetry.forward_baggage: it can carry what a client should not tell a robot.
 //
 // It is set in the call's _meta (Call) before the path is chosen, so that the fast path
