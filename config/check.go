@@ -60,6 +60,7 @@ func (d *decoder) check(cfg *Config) {
 	for i := range cfg.Servers {
 		d.checkServer(cfg, i, dir, seen)
 	}
+	d.checkEnv(cfg) // after every section: the secret variables come from all of them
 }
 
 func (d *decoder) checkGateway(g *Gateway, dir string) {

@@ -91,7 +91,10 @@ type Server struct {
 	Command string            `yaml:"command" json:"command,omitempty" jsonschema:"description=Executable of a stdio server (exclusive with url)."`
 	Args    []string          `yaml:"args" json:"args,omitempty" jsonschema:"description=Arguments of command."`
 	Cwd     string            `yaml:"cwd" json:"cwd,omitempty" jsonschema:"description=Working directory of command."`
-	Env     map[string]string `yaml:"env" json:"env,omitempty" jsonschema:"description=Environment merged over the gateway's for command."`
+	Env     map[string]string `yaml:"env" json:"env,omitempty" jsonschema:"description=Environment variables set for command\\, over everything it inherits; the values are trusted configuration."`
+	// EnvInherit names the variables of the gateway's environment the child gets beside a small
+	// base (PATH, HOME, LANG, TZ…), or all of them; never those the gateway reads secrets from.
+	EnvInherit EnvInherit `yaml:"env_inherit" json:"env_inherit,omitempty,omitzero" jsonschema:"description=Variables of the gateway's environment command inherits beside the base (PATH HOME USER LOGNAME SHELL LANG LANGUAGE LC_* TZ TMPDIR TERM XDG_RUNTIME_DIR): names and prefixes ending in * such as [ROS_DOMAIN_ID\\, ROS_*]\\, or all for the whole environment. The variables the gateway reads secrets from (token_env\\, admin_token_env\\, headers_env\\, the model's API key…) are never passed."`
 
 	URL        string            `yaml:"url" json:"url,omitempty" jsonschema:"description=Streamable HTTP endpoint of a remote server (exclusive with command)."`
 	HeadersEnv map[string]string `yaml:"headers_env" json:"headers_env,omitempty" jsonschema:"description=HTTP header name to the environment variable holding its value."`
