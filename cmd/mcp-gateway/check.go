@@ -90,6 +90,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				cfg.Path, s.CommandLine, i, s.Name, ce.Command, ce.Why))
 		}
 	}
+	rep.Warnings = append(rep.Warnings, config.EnvWarnings(cfg)...)
 	servers, rules := len(cfg.Servers), len(engine.Rules())
 	rep.Servers, rep.ToolNames, rep.PolicyRules, rep.PolicyDefault = &servers, cfg.Gateway.ToolNames, &rules, cfg.Policies.Default
 	rep.StopTools = append(rep.StopTools, ex.stops...)
