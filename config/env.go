@@ -144,8 +144,8 @@ var providerKeyEnv = map[string]string{
 	"deepseek":         "DEEPSEEK_API_KEY",
 }
 
-// SecretEnv lists the variables that hold the secrets cfg makes the gateway read, in the order
-// of the file: every auth.tokens[].token_env, gateway.admin_token_env, every headers_env value
+// SecretEnv lists the variables that hold the secrets cfg makes the gateway read, in this
+// order: gateway.admin_token_env, every auth.tokens[].token_env, every headers_env value
 // (of the servers, the approval webhook and the telemetry), the model's API key (llm.api_key_env,
 // or the default variable of llm.provider), then the variables read without a setting
 // (fixedSecretVars). A name may come more than once, from several settings.
@@ -192,6 +192,8 @@ func (d *decoder) secretEnv(cfg *Config) []SecretVar {
 	case providerKeyEnv[l.Provider] != "":
 		add(providerKeyEnv[l.Provider], "the API key of llm.provider "+l.Provider, lineOf(l, "provider"))
 	}
+	// A new setting that names a secret's variable belongs here, and in docs/operations.md
+	// ("What an upstream process sees").
 	return append(out, fixedSecretVars...)
 }
 
