@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,7 +31,8 @@ type testCA struct {
 	pem  []byte
 }
 
-var serial int64 = 1000
+// testSerial numbers the certificates the tests make.
+var testSerial atomic.Int64
 
 func newTestCA(t *testing.T, name string) *testCA {
 	t.Helper()
@@ -38,9 +40,8 @@ func newTestCA(t *testing.T, name string) *testCA {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serial++
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
+		SerialNumber: big.NewInt(1000 + testSerial.Add(1)), Subject: pkix.Name{CommonName: name},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
 	}
@@ -60,9 +61,8 @@ func (ca *testCA) issue(t *testing.T, cn string, client bool, notBefore, notAfte
 	if err != nil {
 		t.Fatal(err)
 	}
-	serial++
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
+		SerialNumber: big.NewInt(1000 + testSerial.Add(1)), Subject: pkix.Name{CommonName: cn},
 		NotBefore: notBefore, NotAfter: notAfter, KeyUsage: x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
