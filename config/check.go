@@ -42,6 +42,7 @@ func (d *decoder) check(cfg *Config) {
 		return
 	}
 	d.checkGateway(&cfg.Gateway, dir)
+	d.checkTLS(&cfg.Gateway, dir)
 
 	switch {
 	case !top.has("servers"):

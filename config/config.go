@@ -29,6 +29,8 @@ type Gateway struct {
 	// Listen is the address of the streamable HTTP endpoint (/mcp, /healthz, /readyz).
 	// "" disables HTTP.
 	Listen string `yaml:"listen" json:"listen,omitempty" jsonschema:"description=host:port for streamable HTTP at /mcp plus /healthz and /readyz; empty disables HTTP (default 127.0.0.1:8080)."`
+	// TLS serves the listener over TLS, optionally with client certificates (config/tls.go).
+	TLS *TLS `yaml:"tls" json:"tls,omitempty" jsonschema:"description=Serve gateway.listen over TLS (cert_file\\, key_file) and optionally ask clients for a certificate (client_ca_file: mutual TLS). Needed on an address other than loopback."`
 	// StateDir holds state.db, the gateway's durable state.
 	StateDir string `yaml:"state_dir" json:"state_dir,omitempty" jsonschema:"description=Directory of the state file state.db (default .mcp-gateway)."`
 	// ToolNames is "prefixed" (server__tool) or "bare" (upstream names; a collision fails loading).

@@ -68,6 +68,8 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	pastable.SetConfig(cfg.Path)
 	rep.File = cfg.Path
+	tlsProblems, tlsWarnings := gateway.CheckTLS(cfg) // the files of gateway.tls, which loading does not read
+	rep.Problems, rep.Warnings = append(rep.Problems, tlsProblems...), append(rep.Warnings, tlsWarnings...)
 	engine, err := gateway.CompilePolicies(cfg)
 	_, guardErr := gateway.BuildGuards(cfg)
 	if err != nil || guardErr != nil {
