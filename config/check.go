@@ -235,6 +235,7 @@ func (d *decoder) checkServer(cfg *Config, i int, dir string, seen map[string]in
 		}
 		d.checkHeaders(s, loc)
 	}
+	d.checkUpstreamOAuth(s, src, loc)
 
 	d.positive(src, loc, "call_timeout_sec", &s.CallTimeoutSec, DefaultCallTimeoutSec)
 	d.positive(src, loc, "startup_timeout_sec", &s.StartupTimeoutSec, DefaultStartupTimeoutSec)

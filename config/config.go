@@ -100,6 +100,9 @@ type Server struct {
 
 	URL        string            `yaml:"url" json:"url,omitempty" jsonschema:"description=Streamable HTTP endpoint of a remote server (exclusive with command)."`
 	HeadersEnv map[string]string `yaml:"headers_env" json:"headers_env,omitempty" jsonschema:"description=HTTP header name to the environment variable holding its value."`
+	// OAuth gets the gateway's own access token for a url server by the OAuth client
+	// credentials grant (upstream_oauth.go); nil sends none.
+	OAuth *UpstreamOAuth `yaml:"oauth" json:"oauth,omitempty" jsonschema:"description=The gateway's own OAuth client credentials at the server's authorization server (url servers only); the access token is cached and refreshed. A client's token is never passed on."`
 
 	CallTimeoutSec           float64 `yaml:"call_timeout_sec" json:"call_timeout_sec,omitempty" jsonschema:"exclusiveMinimum=0,description=Deadline of one call in seconds (default 300)."`
 	TimeoutArgumentMarginSec float64 `yaml:"timeout_argument_margin_sec" json:"timeout_argument_margin_sec,omitempty" jsonschema:"minimum=0,description=Added to a call's timeout_sec argument to form its deadline (default 60)."`
