@@ -87,16 +87,15 @@ func (d *decoder) checkUpstreamOAuth(s *Server, src *source, loc location) {
 	if o == nil || osrc == nil {
 		return // not a mapping, reported when decoding
 	}
-	loc = loc.field("oauth")
-
 	if headers := d.src[&s.HeadersEnv]; headers != nil {
 		for name, e := range headers.keys {
 			if strings.EqualFold(name, "Authorization") {
-				d.errorf(src.lineOf("oauth"), loc, "and headers_env's %s (line %d) both set the Authorization header; the gateway sends the token oauth gets in it: keep one of them",
+				d.errorf(src.lineOf("oauth"), loc, "oauth and headers_env's %s (line %d) both set the Authorization header, where the gateway sends the token oauth gets: keep one of them",
 					truncate(name), e.line)
 			}
 		}
 	}
+	loc = loc.field("oauth")
 
 	switch {
 	case !osrc.has("token_url"):

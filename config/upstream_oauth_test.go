@@ -96,7 +96,7 @@ func TestUpstreamOAuthProblems(t *testing.T) {
 `)
 	assertReported(t, errs, []want{
 		{4, `servers[0] (arm): oauth is only for a url (HTTP) server`},
-		{8, `servers[1] (both): oauth: and headers_env's authorization (line 7) both set the Authorization header`},
+		{8, `servers[1] (both): oauth and headers_env's authorization (line 7) both set the Authorization header`},
 		{11, `servers[2] (empty): oauth: token_url is missing`},
 		{11, `servers[2] (empty): oauth: client_id is missing`},
 		{11, `servers[2] (empty): oauth: client_secret_env is missing`},
