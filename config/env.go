@@ -146,7 +146,8 @@ var providerKeyEnv = map[string]string{
 
 // SecretEnv lists the variables that hold the secrets cfg makes the gateway read, in this
 // order: gateway.admin_token_env, every auth.tokens[].token_env, every headers_env value
-// (of the servers, the approval webhook and the telemetry), the model's API key (llm.api_key_env,
+// (of the telemetry, the approval webhook and the servers, each server's with its
+// oauth.client_secret_env), the model's API key (llm.api_key_env,
 // or the default variable of llm.provider), then the variables read without a setting
 // (fixedSecretVars). A name may come more than once, from several settings.
 func SecretEnv(cfg *Config) []SecretVar {
@@ -185,6 +186,9 @@ func (d *decoder) secretEnv(cfg *Config) []SecretVar {
 	headers(&cfg.Approvals.Webhook.HeadersEnv, "approvals.webhook.headers_env")
 	for i := range cfg.Servers {
 		headers(&cfg.Servers[i].HeadersEnv, fmt.Sprintf("servers[%d].headers_env", i))
+		if o := cfg.Servers[i].OAuth; o != nil {
+			add(o.ClientSecretEnv, fmt.Sprintf("servers[%d].oauth.client_secret_env", i), lineOf(o, "client_secret_env"))
+		}
 	}
 	switch l := &cfg.LLM; {
 	case l.APIKeyEnv != "":

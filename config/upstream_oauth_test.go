@@ -134,3 +134,35 @@ func TestUpstreamOAuthLoopbackHTTP(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstreamOAuthSecretIsKeptFromChildren: the client secret's variable is one of the secret
+// variables no child gets, and naming it in env_inherit is refused with the setting and line.
+func TestUpstreamOAuthSecretIsKeptFromChildren(t *testing.T) {
+	const servers = `servers:
+  - name: vision
+    url: https://vision.example.com/mcp
+    oauth:
+      token_url: https://login.example.com/token
+      client_id: gw
+      client_secret_env: VISION_CLIENT_SECRET
+  - name: arm
+    command: arm
+`
+	cfg, err := Parse("robot.yaml", []byte(servers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, s := range SecretEnv(cfg) {
+		if s.Name == "VISION_CLIENT_SECRET" && s.Setting == "servers[0].oauth.client_secret_env" {
+			found = true
+		}
+	}
+	if !found || !cfg.Server("arm").EnvInherit.IsSecret("VISION_CLIENT_SECRET") {
+		t.Errorf("SecretEnv = %+v, want VISION_CLIENT_SECRET from servers[0].oauth.client_secret_env", SecretEnv(cfg))
+	}
+	errs := parseErrors(t, servers+"    env_inherit: [VISION_CLIENT_SECRET]\n")
+	assertReported(t, errs, []want{
+		{10, `servers[1] (arm): env_inherit[0]: VISION_CLIENT_SECRET holds a secret the gateway reads (servers[0].oauth.client_secret_env, line 7)`},
+	})
+}
