@@ -21,6 +21,17 @@ import (
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/identity"
+	"github.com/mcp-gateway/mcp-gateway/identity/identitytest"
+)
+
+const clientID = identitytest.ClientID
+
+var (
+	newProvider = identitytest.NewProvider
+	newRSAKey   = identitytest.NewRSAKey
+	newECKey    = identitytest.NewECKey
+	newEdKey    = identitytest.NewEdKey
+	sign        = identitytest.Sign
 )
 
 const resource = "https://gw.example.com/mcp"
@@ -92,30 +103,6 @@ func b64(v any) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// sign is a token of claims signed with k (its kid in the header, typ JWT, and the extra
-// header parameters), made by the test, not by the provider.
-func sign(t *testing.T, k *signingKey, claims map[string]any, extra map[jose.HeaderKey]any) string {
-	t.Helper()
-	opts := (&jose.SignerOptions{}).WithType("JWT")
-	for name, v := range extra {
-		opts = opts.WithHeader(name, v)
-	}
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: k.alg, Key: &jose.JSONWebKey{Key: k.priv, KeyID: k.id}}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload, _ := json.Marshal(claims)
-	jws, err := signer.Sign(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := jws.CompactSerialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // goodClaims are what the provider's tokens say, for tokens the test signs itself.
 func goodClaims(issuer string) map[string]any {
 	now := time.Now()
@@ -125,17 +112,17 @@ func goodClaims(issuer string) map[string]any {
 
 func TestVerifiesTheProvidersToken(t *testing.T) {
 	p := newProvider(t, resource)
-	p.st.set(func(s *opStorage) {
-		s.claims = map[string]any{"realm_access": map[string]any{"roles": []string{"operator", "planner", "operator"}}}
+	p.Set(func(s *identitytest.Settings) {
+		s.Claims = map[string]any{"realm_access": map[string]any{"roles": []string{"operator", "planner", "operator"}}}
 	})
-	v := newVerifier(t, oidcConfig(t, p.issuer, "    roles_claim: realm_access.roles\n    required_scopes: [mcp:tools]\n"), identity.Options{})
+	v := newVerifier(t, oidcConfig(t, p.Issuer, "    roles_claim: realm_access.roles\n    required_scopes: [mcp:tools]\n"), identity.Options{})
 
-	token := p.token("mcp:tools", "robots:read")
+	token := p.Token(t, "mcp:tools", "robots:read")
 	header, claims := parts(t, token)
-	if header["alg"] != "RS256" || header["kid"] != p.st.key.id || header["typ"] != "JWT" {
+	if header["alg"] != "RS256" || header["kid"] != p.Key().KID || header["typ"] != "JWT" {
 		t.Errorf("the provider's token header: %v", header)
 	}
-	if claims["iss"] != p.issuer || claims["sub"] != clientID || claims["client_id"] != clientID {
+	if claims["iss"] != p.Issuer || claims["sub"] != clientID || claims["client_id"] != clientID {
 		t.Errorf("the provider's token claims: %v", claims)
 	}
 	got, err := v.Verify(context.Background(), token)
@@ -150,28 +137,23 @@ func TestVerifiesTheProvidersToken(t *testing.T) {
 
 func TestRefusesTokens(t *testing.T) {
 	p := newProvider(t, resource)
-	v := newVerifier(t, oidcConfig(t, p.issuer, "    required_scopes: [mcp:tools]\n"), identity.Options{Reserved: []string{"admin", "operator"}})
-	good := p.token("mcp:tools")
+	v := newVerifier(t, oidcConfig(t, p.Issuer, "    required_scopes: [mcp:tools]\n"), identity.Options{Reserved: []string{"admin", "operator"}})
+	good := p.Token(t, "mcp:tools")
 	if _, err := v.Verify(context.Background(), good); err != nil {
 		t.Fatal(err)
 	}
-	opKey := p.st.key
-	issue := func(f func(s *opStorage)) string {
-		var saved opStorage
-		p.st.set(func(s *opStorage) { saved.audience, saved.lifetime, saved.subject = s.audience, s.lifetime, s.subject; f(s) })
-		defer p.st.set(func(s *opStorage) { s.audience, s.lifetime, s.subject = saved.audience, saved.lifetime, saved.subject })
-		return p.token("mcp:tools")
-	}
-	header, claims := parts(t, good)
+	opKey := p.Key()
+	issue := func(f func(s *identitytest.Settings)) string { return p.Issue(t, f, "mcp:tools") }
+	_, claims := parts(t, good)
 	segments := strings.Split(good, ".")
 
 	// Another key that says it is the provider's.
 	impostor := newRSAKey(t)
-	impostor.id = opKey.id
+	impostor.KID = opKey.KID
 	// The classic confusion: HS256 keyed with the provider's public key as published.
-	der, _ := x509.MarshalPKIXPublicKey(opKey.priv.Public())
+	der, _ := x509.MarshalPKIXPublicKey(opKey.Private.Public())
 	pubPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
-	hsHeader := b64(map[string]any{"alg": "HS256", "kid": opKey.id, "typ": "JWT"})
+	hsHeader := b64(map[string]any{"alg": "HS256", "kid": opKey.KID, "typ": "JWT"})
 	mac := hmac.New(sha256.New, pubPEM)
 	mac.Write([]byte(hsHeader + "." + segments[1]))
 	confused := hsHeader + "." + segments[1] + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
@@ -185,13 +167,13 @@ func TestRefusesTokens(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		payload, _ := json.Marshal(goodClaims(p.issuer))
+		payload, _ := json.Marshal(goodClaims(p.Issuer))
 		jws, _ := signer.Sign(payload)
 		s, _ := jws.CompactSerialize()
 		return s
 	}()
 
-	expiredClaims, futureClaims, noExp, otherIss := goodClaims(p.issuer), goodClaims(p.issuer), goodClaims(p.issuer), goodClaims(p.issuer)
+	expiredClaims, futureClaims, noExp, otherIss := goodClaims(p.Issuer), goodClaims(p.Issuer), goodClaims(p.Issuer), goodClaims(p.Issuer)
 	expiredClaims["exp"] = time.Now().Add(-2 * identity.Leeway).Unix()
 	futureClaims["nbf"] = time.Now().Add(10 * time.Minute).Unix()
 	delete(noExp, "exp")
@@ -203,29 +185,28 @@ func TestRefusesTokens(t *testing.T) {
 		code  identity.Code
 		says  string
 	}{
-		{"for another audience", issue(func(s *opStorage) { s.audience = []string{"https://other.example.com/mcp"} }), identity.CodeAudience, "https://other.example.com/mcp"},
-		{"expired, as the provider issued it", issue(func(s *opStorage) { s.lifetime = -5 * time.Minute }), identity.CodeExpired, "expired at"},
+		{"for another audience", issue(func(s *identitytest.Settings) { s.Audience = []string{"https://other.example.com/mcp"} }), identity.CodeAudience, "https://other.example.com/mcp"},
+		{"expired, as the provider issued it", issue(func(s *identitytest.Settings) { s.Lifetime = -5 * time.Minute }), identity.CodeExpired, "expired at"},
 		{"expired beyond the leeway", sign(t, opKey, expiredClaims, nil), identity.CodeExpired, "expired at"},
 		{"without exp", sign(t, opKey, noExp, nil), identity.CodeExpired, "no exp"},
 		{"not yet valid", sign(t, opKey, futureClaims, nil), identity.CodeNotYetValid, "not valid before"},
 		{"from another issuer", sign(t, opKey, otherIss, nil), identity.CodeIssuer, "https://idp.example.com"},
-		{"signed by another key under the provider's kid", sign(t, impostor, goodClaims(p.issuer), nil), identity.CodeSignature, "does not verify"},
-		{"signed by a key the provider does not publish", sign(t, newRSAKey(t), goodClaims(p.issuer), nil), identity.CodeUnknownKey, "does not publish"},
+		{"signed by another key under the provider's kid", sign(t, impostor, goodClaims(p.Issuer), nil), identity.CodeSignature, "does not verify"},
+		{"signed by a key the provider does not publish", sign(t, newRSAKey(t), goodClaims(p.Issuer), nil), identity.CodeUnknownKey, "does not publish"},
 		{"with its own key embedded", embedded, identity.CodeSignature, "does not verify"},
 		{"unsigned (alg none)", b64(map[string]any{"alg": "none", "typ": "JWT"}) + "." + segments[1] + ".", identity.CodeAlgorithm, "alg none"},
 		{"HS256 keyed with the provider's public key", confused, identity.CodeAlgorithm, "HMAC"},
 		{"tampered", tampered, identity.CodeSignature, "altered"},
-		{"of another type", sign(t, opKey, goodClaims(p.issuer), map[jose.HeaderKey]any{"typ": "dpop+jwt"}), identity.CodeType, "dpop+jwt"},
-		{"with a critical header", sign(t, opKey, goodClaims(p.issuer), map[jose.HeaderKey]any{"crit": []string{"exp"}, "exp": 1}), identity.CodeType, "crit"},
-		{"naming a reserved principal", issue(func(s *opStorage) { s.subject = "admin" }), identity.CodePrincipal, `principal 'admin'`},
-		{"naming a static principal", issue(func(s *opStorage) { s.subject = "operator" }), identity.CodePrincipal, "auth.tokens"},
-		{"without the required scope", p.token("robots:read"), identity.CodeInsufficientScope, "mcp:tools"},
+		{"of another type", sign(t, opKey, goodClaims(p.Issuer), map[jose.HeaderKey]any{"typ": "dpop+jwt"}), identity.CodeType, "dpop+jwt"},
+		{"with a critical header", sign(t, opKey, goodClaims(p.Issuer), map[jose.HeaderKey]any{"crit": []string{"exp"}, "exp": 1}), identity.CodeType, "crit"},
+		{"naming a reserved principal", issue(func(s *identitytest.Settings) { s.Subject = "admin" }), identity.CodePrincipal, `principal 'admin'`},
+		{"naming a static principal", issue(func(s *identitytest.Settings) { s.Subject = "operator" }), identity.CodePrincipal, "auth.tokens"},
+		{"without the required scope", p.Token(t, "robots:read"), identity.CodeInsufficientScope, "mcp:tools"},
 		{"oversized", segments[0] + "." + strings.Repeat("A", identity.MaxTokenBytes) + "." + segments[2], identity.CodeTooLarge, "longer than"},
 		{"garbage", "not-a-token-at-all", identity.CodeMalformed, "not a JWT"},
 		{"garbage in JWT shape", "eyJhbGciOi.eyJzdWIiOi.c2ln", identity.CodeMalformed, "header"},
 		{"a header that is not an object", b64([]string{"RS256"}) + "." + segments[1] + "." + segments[2], identity.CodeMalformed, "JSON object"},
 	}
-	_ = header
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := refusal(t, v, tt.token)
@@ -245,16 +226,16 @@ func TestRefusesTokens(t *testing.T) {
 
 func TestAlgorithmsLimitWhatIsAccepted(t *testing.T) {
 	p := newProvider(t, resource)
-	p.st.rotate(newECKey(t))
-	token := p.token()
+	p.Rotate(newECKey(t))
+	token := p.Token(t)
 	if h, _ := parts(t, token); h["alg"] != "ES256" {
 		t.Fatalf("the provider signed with %v", h["alg"])
 	}
-	all := newVerifier(t, oidcConfig(t, p.issuer, ""), identity.Options{})
+	all := newVerifier(t, oidcConfig(t, p.Issuer, ""), identity.Options{})
 	if _, err := all.Verify(context.Background(), token); err != nil {
 		t.Fatal(err)
 	}
-	rsaOnly := newVerifier(t, oidcConfig(t, p.issuer, "    algorithms: [RS256, PS256]\n"), identity.Options{})
+	rsaOnly := newVerifier(t, oidcConfig(t, p.Issuer, "    algorithms: [RS256, PS256]\n"), identity.Options{})
 	if e := refusal(t, rsaOnly, token); e.Code != identity.CodeAlgorithm || !strings.Contains(e.Description, "ES256") {
 		t.Errorf("refused with %s: %s", e.Code, e.Description)
 	}
@@ -265,20 +246,20 @@ func TestAlgorithmsLimitWhatIsAccepted(t *testing.T) {
 func TestKeyRotation(t *testing.T) {
 	p := newProvider(t, resource)
 	const gap = 300 * time.Millisecond
-	v := newVerifier(t, oidcConfig(t, p.issuer, ""), identity.Options{MinRefreshGap: gap})
-	first := p.token()
+	v := newVerifier(t, oidcConfig(t, p.Issuer, ""), identity.Options{MinRefreshGap: gap})
+	first := p.Token(t)
 	if _, err := v.Verify(context.Background(), first); err != nil {
 		t.Fatal(err)
 	}
-	fetches := p.keyFetches.Load()
+	fetches := p.KeyFetches()
 
 	time.Sleep(gap)
-	p.st.rotate(newECKey(t))
-	second := p.token()
+	p.Rotate(newECKey(t))
+	second := p.Token(t)
 	if _, err := v.Verify(context.Background(), second); err != nil {
 		t.Fatalf("after the provider rotated its key: %v", err)
 	}
-	if n := p.keyFetches.Load() - fetches; n != 1 {
+	if n := p.KeyFetches() - fetches; n != 1 {
 		t.Errorf("the keys were fetched %d times for the rotation, want 1", n)
 	}
 	// The old key is gone from the provider's set.
@@ -288,8 +269,8 @@ func TestKeyRotation(t *testing.T) {
 
 	// Many tokens naming unknown keys at once: one fetch, then none until the gap has passed.
 	time.Sleep(gap)
-	fetches = p.keyFetches.Load()
-	stranger := sign(t, newRSAKey(t), goodClaims(p.issuer), nil)
+	fetches = p.KeyFetches()
+	stranger := sign(t, newRSAKey(t), goodClaims(p.Issuer), nil)
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Go(func() {
@@ -302,13 +283,13 @@ func TestKeyRotation(t *testing.T) {
 	for range 20 {
 		_, _ = v.Verify(context.Background(), stranger)
 	}
-	if n := p.keyFetches.Load() - fetches; n != 1 {
+	if n := p.KeyFetches() - fetches; n != 1 {
 		t.Errorf("70 tokens of unknown keys within the gap fetched the keys %d times, want 1", n)
 	}
 
 	time.Sleep(gap)
-	p.st.rotate(newEdKey(t))
-	if _, err := v.Verify(context.Background(), p.token()); err != nil {
+	p.Rotate(newEdKey(t))
+	if _, err := v.Verify(context.Background(), p.Token(t)); err != nil {
 		t.Fatalf("after a rotation to an Ed25519 key: %v", err)
 	}
 }
@@ -318,9 +299,9 @@ func TestKeyRotation(t *testing.T) {
 // and on demand.
 func TestIssuerDown(t *testing.T) {
 	p := newProvider(t, resource)
-	token := p.token()
-	p.down.Store(true)
-	v, err := identity.NewVerifier(t.Context(), oidcConfig(t, p.issuer, ""), identity.Options{MinRefreshGap: 100 * time.Millisecond})
+	token := p.Token(t)
+	p.SetDown(true)
+	v, err := identity.NewVerifier(t.Context(), oidcConfig(t, p.Issuer, ""), identity.Options{MinRefreshGap: 100 * time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), "503") {
 		t.Errorf("start with the provider down: %v", err)
 	}
@@ -333,12 +314,12 @@ func TestIssuerDown(t *testing.T) {
 		t.Errorf("with the provider down: %s: %s", e.Code, e.Description)
 	}
 
-	p.down.Store(false)
+	p.SetDown(false)
 	deadline := time.Now().Add(10 * time.Second)
-	for p.keyFetches.Load() == 0 && time.Now().Before(deadline) {
+	for p.KeyFetches() == 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if p.keyFetches.Load() == 0 {
+	if p.KeyFetches() == 0 {
 		t.Fatal("the verifier did not retry in the background")
 	}
 	if _, err := v.Verify(context.Background(), token); err != nil {
@@ -346,12 +327,12 @@ func TestIssuerDown(t *testing.T) {
 	}
 
 	// Down again: the keys fetched are kept, and tokens of known keys keep working.
-	p.down.Store(true)
+	p.SetDown(true)
 	time.Sleep(150 * time.Millisecond)
 	if _, err := v.Verify(context.Background(), token); err != nil {
 		t.Fatalf("a known key while the provider is down: %v", err)
 	}
-	stranger := sign(t, newRSAKey(t), goodClaims(p.issuer), nil)
+	stranger := sign(t, newRSAKey(t), goodClaims(p.Issuer), nil)
 	if e := refusal(t, v, stranger); e.Code != identity.CodeUnavailable {
 		t.Errorf("an unknown key while the provider is down: %s: %s", e.Code, e.Description)
 	}
@@ -360,15 +341,15 @@ func TestIssuerDown(t *testing.T) {
 func TestDiscovery(t *testing.T) {
 	t.Run("RFC 8414 when there is no OpenID configuration", func(t *testing.T) {
 		p := newProvider(t, resource)
-		p.only8414.Store(true)
-		v := newVerifier(t, oidcConfig(t, p.issuer, ""), identity.Options{})
-		if _, err := v.Verify(context.Background(), p.token()); err != nil {
+		p.Only8414(true)
+		v := newVerifier(t, oidcConfig(t, p.Issuer, ""), identity.Options{})
+		if _, err := v.Verify(context.Background(), p.Token(t)); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("an issuer written otherwise than the provider names itself", func(t *testing.T) {
 		p := newProvider(t, resource)
-		_, err := identity.NewVerifier(t.Context(), oidcConfig(t, p.issuer+"/", ""), identity.Options{})
+		_, err := identity.NewVerifier(t.Context(), oidcConfig(t, p.Issuer+"/", ""), identity.Options{})
 		if err == nil || !strings.Contains(err.Error(), "names issuer") || !strings.Contains(err.Error(), "trailing /") {
 			t.Errorf("got %v", err)
 		}
@@ -397,9 +378,9 @@ func TestClaims(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p.st.set(func(s *opStorage) { s.claims = c.claims })
-			v := newVerifier(t, oidcConfig(t, p.issuer, c.extra), identity.Options{})
-			token := p.token()
+			p.Set(func(s *identitytest.Settings) { s.Claims = c.claims })
+			v := newVerifier(t, oidcConfig(t, p.Issuer, c.extra), identity.Options{})
+			token := p.Token(t)
 			if c.code != "" {
 				if e := refusal(t, v, token); e.Code != c.code {
 					t.Errorf("refused with %s: %s", e.Code, e.Description)
@@ -416,9 +397,9 @@ func TestClaims(t *testing.T) {
 		})
 	}
 	t.Run("scopes in scp", func(t *testing.T) {
-		p.st.set(func(s *opStorage) { s.claims = map[string]any{"scp": []string{"mcp:tools", "other"}} })
-		v := newVerifier(t, oidcConfig(t, p.issuer, "    required_scopes: [mcp:tools]\n"), identity.Options{})
-		got, err := v.Verify(context.Background(), p.token())
+		p.Set(func(s *identitytest.Settings) { s.Claims = map[string]any{"scp": []string{"mcp:tools", "other"}} })
+		v := newVerifier(t, oidcConfig(t, p.Issuer, "    required_scopes: [mcp:tools]\n"), identity.Options{})
+		got, err := v.Verify(context.Background(), p.Token(t))
 		if err != nil {
 			t.Fatal(err)
 		}
