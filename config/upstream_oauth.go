@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/url"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -70,8 +69,6 @@ func init() {
 	nouns[reflect.TypeFor[UpstreamOAuth]()] = "in a server's oauth"
 }
 
-// scopeRE is an OAuth scope-token (RFC 6749 §3.3): printable ASCII but space, " and \.
-var scopeRE = regexp.MustCompile(`^[\x21\x23-\x5B\x5D-\x7E]+$`)
 
 // checkUpstreamOAuth checks servers[].oauth and applies its defaults. It runs for every server,
 // after the checks of command and url.
@@ -129,7 +126,7 @@ func (d *decoder) checkUpstreamOAuth(s *Server, src *source, loc location) {
 			continue
 		}
 		switch {
-		case !scopeRE.MatchString(sc):
+		case !scopeRE(sc):
 			d.errorf(scopes.itemLine(i, 0), loc.field("scopes").index(i, ""),
 				"%q is not an OAuth scope: one word of printable ASCII characters without spaces, quotes or backslashes; list each scope as its own item", truncate(sc))
 		case seen[sc]:
@@ -142,7 +139,7 @@ func (d *decoder) checkUpstreamOAuth(s *Server, src *source, loc location) {
 	case !osrc.has("resource"):
 		o.Resource = s.URL
 	case osrc.valid("resource"):
-		if msg := checkResource(o.Resource); msg != "" {
+		if msg := checkUpstreamResource(o.Resource); msg != "" {
 			d.errorf(osrc.valueLine("resource"), loc.field("resource"), "%s", msg)
 		}
 	}
@@ -181,8 +178,8 @@ func checkTokenURL(raw string) string {
 	return ""
 }
 
-// checkResource returns what is wrong with an RFC 8707 resource indicator, or "".
-func checkResource(raw string) string {
+// checkUpstreamResource returns what is wrong with an RFC 8707 resource indicator, or "".
+func checkUpstreamResource(raw string) string {
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:

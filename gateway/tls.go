@@ -408,14 +408,6 @@ func carryCertificate(next http.Handler) http.Handler {
 	})
 }
 
-// mcpHint is what a caller refused on /mcp for want of a principal is told.
-func (g *Gateway) mcpHint() string {
-	if g.opts.TLS.ClientCertificates() {
-		return mcpTokenHint + ", or connect with a client certificate signed by a CA of gateway.tls.client_ca_file; its subject CN is the principal"
-	}
-	return mcpTokenHint
-}
-
 // ListenerClientTLS is the TLS configuration with which a client on this machine (the operator
 // commands) reaches the listener of a gateway serving cfg, at host: it trusts the certificate
 // of gateway.tls.cert_file itself, whatever name or address it is reached at, and otherwise a
