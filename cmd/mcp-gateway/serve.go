@@ -76,10 +76,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if addr != "" && !gateway.LoopbackListen(addr) {
 		switch {
-		case len(creds) == 0 && !listenerTLS.ClientCertificates():
+		case !gateway.AuthOn(cfg, creds) && !listenerTLS.ClientCertificates():
 			if !*insecureListen {
 				fmt.Fprintf(stderr, "mcp-gateway serve: refusing to listen on %s without authentication: anyone who can reach that address could call the robot's tools.\n"+
-					"  Configure auth.tokens so that /mcp needs a bearer token, or listen on a loopback address (127.0.0.1),\n"+
+					"  Configure auth.tokens or auth.oidc so that /mcp needs a bearer token, or listen on a loopback address (127.0.0.1),\n"+
 					"  or pass --insecure-listen if only trusted hosts can reach %s.\n", addr, addr)
 				return exitError{1}
 			}
