@@ -146,5 +146,10 @@ func ValidCertificateName(name string) bool {
 	if name == "" || len(name) > MaxCertificateName || !utf8.ValidString(name) || strings.TrimSpace(name) != name {
 		return false
 	}
-	return !strings.ContainsFunc(name, unicode.IsControl)
+	return !strings.ContainsFunc(name, invisible)
 }
+
+// invisible reports whether r is a control character or a format character (zero-width spaces
+// and joiners, bidirectional overrides: Unicode category Cf), which would let a name print as
+// another one in the audit log.
+func invisible(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }

@@ -69,7 +69,6 @@ func init() {
 	nouns[reflect.TypeFor[UpstreamOAuth]()] = "in a server's oauth"
 }
 
-
 // checkUpstreamOAuth checks servers[].oauth and applies its defaults. It runs for every server,
 // after the checks of command and url.
 func (d *decoder) checkUpstreamOAuth(s *Server, src *source, loc location) {

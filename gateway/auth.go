@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -270,7 +271,19 @@ func newVerifier(cfg *config.Config, logger *slog.Logger) (*idp.Verifier, error)
 	if cfg.Auth.OIDC == nil {
 		return nil, nil
 	}
-	return idp.New(*cfg.Auth.OIDC, idp.Options{Logger: logger, Reserved: reservedPrincipals(cfg)})
+	return idp.New(*cfg.Auth.OIDC, idp.Options{Logger: logger, Reserved: tokenReserved(cfg)})
+}
+
+// tokenReserved are the principals an identity provider's token may not name: the reserved
+// ones, and the names gateway.tls.client_roles gives roles to, which are the client CA's.
+func tokenReserved(cfg *config.Config) []string {
+	reserved := reservedPrincipals(cfg)
+	if t := cfg.Gateway.TLS; t != nil {
+		for _, name := range slices.Sorted(maps.Keys(t.ClientRoles)) {
+			reserved = append(reserved, name)
+		}
+	}
+	return reserved
 }
 
 // reservedPrincipals are the principals that only the gateway's own credentials stand for:

@@ -47,6 +47,9 @@ type tlsState struct {
 	leaf   *x509.Certificate
 	pool   *x509.CertPool      // the client CA bundle; nil without client_ca_file
 	roles  map[string][]string // gateway.tls.client_roles
+	// reserved are the names no certificate may be the principal of: the gateway's own and
+	// those of auth.tokens (reservedPrincipals), as for the identity provider's tokens.
+	reserved map[string]bool
 }
 
 // LoadTLS reads the files of gateway.tls and returns the listener's TLS, or nil when cfg has
@@ -151,7 +154,10 @@ func loadTLS(cfg *config.Config, now time.Time) (st *tlsState, problems, warning
 		warnings = append(warnings, fmt.Sprintf("%s: warning: %s can be read by other users (mode %04o); let only the gateway's user read it (chmod 600)",
 			keyAt, t.KeyFile, fi.Mode().Perm()))
 	}
-	st = &tlsState{roles: t.ClientRoles}
+	st = &tlsState{roles: t.ClientRoles, reserved: map[string]bool{}}
+	for _, name := range reservedPrincipals(cfg) {
+		st.reserved[name] = true
+	}
 	if certPEM != nil {
 		certs, problem := pemCertificates(certPEM)
 		switch {
@@ -365,10 +371,13 @@ func (t *ListenerTLS) certificatePrincipal(cs *tls.ConnectionState) *Principal {
 		return nil
 	}
 	name := cs.PeerCertificates[0].Subject.CommonName
-	if !config.ValidCertificateName(name) {
+	st := t.cur.Load()
+	if !config.ValidCertificateName(name) || st.reserved[name] {
+		// A certificate named admin, anonymous, agent or after a static token's principal
+		// must not take over that principal's policies, sessions and audit identity.
 		return nil
 	}
-	return &Principal{ID: name, Roles: slices.Clone(t.cur.Load().roles[name])}
+	return &Principal{ID: name, Roles: slices.Clone(st.roles[name])}
 }
 
 // identifyClient puts the principal of the connection's verified client certificate in the

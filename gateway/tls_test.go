@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -338,6 +339,11 @@ func TestClientCertificateIsThePrincipal(t *testing.T) {
 		{"the planner's bearer token on ops's connection", ops, bearer(plannerToken), 403, "principal planner lacks the role admin"},
 		{"the operator's bearer token on the planner's connection", planner, bearer(operatorToken), 200, `"upstreams"`},
 		{"a wrong bearer token on ops's connection", ops, bearer("not-a-token-of-this-gateway"), 401, "not valid"},
+		// Names that are not the CA's to give: the gateway's own, a static token's principal,
+		// and one that prints as another (a zero-width space).
+		{"a certificate named admin", ca.clientCert(t, "admin"), nil, 401, "a bearer token is required"},
+		{"a certificate named after auth.tokens' planner", ca.clientCert(t, "planner"), nil, 401, "a bearer token is required"},
+		{"a certificate named ops with a zero-width space", ca.clientCert(t, "ops\u200b"), nil, 401, "a bearer token is required"},
 	} {
 		a, err := tlsGet(t, base+"/admin/status", ca, c.header, c.cert)
 		if err != nil || a.code != c.code || !strings.Contains(a.body, c.says) {
@@ -496,5 +502,22 @@ func TestConnLimiterOverTLS(t *testing.T) {
 	a, err := tlsGet(t, base+"/other", ca, nil)
 	if err != nil || a.code != http.StatusServiceUnavailable || !strings.Contains(a.body, "gateway.max_connections") {
 		t.Fatalf("a third connection: HTTP %d %q, %v; want 503 naming gateway.max_connections", a.code, a.body, err)
+	}
+}
+
+// The names an identity provider's token may not be: the gateway's own, auth.tokens'
+// principals, and the subjects gateway.tls.client_roles gives roles to; and those a client
+// certificate may not be: the same but client_roles'.
+func TestPrincipalNamespaces(t *testing.T) {
+	cfg := &config.Config{
+		Auth:    config.Auth{Tokens: []config.Token{{Principal: "planner"}}},
+		Gateway: config.Gateway{TLS: &config.TLS{ClientRoles: map[string][]string{"ops": {"admin"}, "cell-7": nil}}},
+	}
+	want := []string{anonymous, adminPrincipal, agentPrincipal, "planner", "cell-7", "ops"}
+	if got := tokenReserved(cfg); !slices.Equal(got, want) {
+		t.Errorf("tokens may not be %v, want %v", got, want)
+	}
+	if got := reservedPrincipals(cfg); !slices.Equal(got, want[:4]) {
+		t.Errorf("certificates may not be %v, want %v", got, want[:4])
 	}
 }

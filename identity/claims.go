@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -103,7 +104,12 @@ func scopesOf(claims map[string]any) []string {
 	for _, name := range []string{"scope", "scp"} {
 		switch x := claims[name].(type) {
 		case string:
-			out = append(out, strings.Fields(x)...)
+			// Separated by the ASCII space alone (RFC 6749 §3.3): "a\u00a0b" is one scope.
+			for _, sc := range strings.Split(x, " ") {
+				if sc != "" {
+					out = append(out, sc)
+				}
+			}
 		case []any:
 			for _, item := range x {
 				if s, ok := item.(string); ok {
@@ -130,6 +136,11 @@ func badName(s string, limit int) string {
 	for _, r := range s {
 		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
 			return "holds a control character"
+		}
+		if unicode.Is(unicode.Cf, r) {
+			// Zero-width spaces and joiners, bidirectional overrides: a name that prints as
+			// another one in the audit log.
+			return "holds an invisible formatting character"
 		}
 	}
 	return ""

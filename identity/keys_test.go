@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -157,5 +158,23 @@ func TestDiscoveryURLs(t *testing.T) {
 func TestHeaderSafe(t *testing.T) {
 	if got := headerSafe("kid \"x\"\r\nSet-Cookie: a\\b é"); got != "kid 'x'??Set-Cookie: a?b ??" {
 		t.Errorf("got %q", got)
+	}
+}
+
+// Scopes are separated by the ASCII space alone (RFC 6749 §3.3): a value joined by a no-break
+// space or a tab is one scope, which a required scope does not match.
+func TestScopesSplitOnTheASCIISpaceOnly(t *testing.T) {
+	for _, c := range []struct {
+		claim any
+		want  []string
+	}{
+		{"mcp:tools  other", []string{"mcp:tools", "other"}},
+		{"a\u00a0mcp:tools", []string{"a\u00a0mcp:tools"}},
+		{"a\tmcp:tools", []string{"a\tmcp:tools"}},
+		{"", nil},
+	} {
+		if got := scopesOf(map[string]any{"scope": c.claim}); !slices.Equal(got, c.want) {
+			t.Errorf("scope %q: %q, want %q", c.claim, got, c.want)
+		}
 	}
 }

@@ -375,6 +375,8 @@ func TestClaims(t *testing.T) {
 		{"a principal claim the token lacks", nil, "    principal_claim: email\n", "", nil, identity.CodePrincipal},
 		{"an empty principal", map[string]any{"email": ""}, "    principal_claim: email\n", "", nil, identity.CodePrincipal},
 		{"a principal with a control character", map[string]any{"email": "a\nb"}, "    principal_claim: email\n", "", nil, identity.CodePrincipal},
+		{"a principal with a zero-width space", map[string]any{"email": "admin\u200b"}, "    principal_claim: email\n", "", nil, identity.CodePrincipal},
+		{"a principal with a direction override", map[string]any{"email": "\u202enimda"}, "    principal_claim: email\n", "", nil, identity.CodePrincipal},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

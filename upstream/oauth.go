@@ -260,8 +260,10 @@ func (ts *tokenSource) explain(err error) string {
 			msg = fmt.Sprintf("the token endpoint answered HTTP %d", re.Response.StatusCode)
 		}
 		if re.ErrorCode != "" {
-			msg += " with error " + clean(re.ErrorCode, 60)
-			if d := clean(re.ErrorDescription, 200); d != "" {
+			// Redacted before they are cut: a secret the endpoint echoes across the cut would
+			// no longer match whole.
+			msg += " with error " + clean(ts.redact(re.ErrorCode), 60)
+			if d := clean(ts.redact(re.ErrorDescription), 200); d != "" {
 				msg += " (" + d + ")"
 			}
 		}
@@ -379,7 +381,7 @@ func (t *oauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.tokens.invalidate(tok)
 	reason := "check that oauth's scopes, resource and audience get a token this server takes"
 	if challenge != "" {
-		reason = "it answered WWW-Authenticate: " + t.tokens.redact(clean(challenge, 300)) + "; " + reason
+		reason = "it answered WWW-Authenticate: " + clean(t.tokens.redact(challenge), 300) + "; " + reason
 	}
 	return nil, &TokenError{Server: t.tokens.server, Refused: true, Reason: reason}
 }

@@ -60,9 +60,10 @@ func (jwtClient) AccessTokenType() op.AccessTokenType { return op.AccessTokenTyp
 
 // Modes of the token endpoint.
 const (
-	opServes = iota
-	opHangs  // it takes the request and never answers
-	opEchoes // it answers an error that repeats the client's credentials
+	opServes         = iota
+	opHangs          // it takes the request and never answers
+	opEchoes         // it answers an error that repeats the client's credentials
+	opEchoesAtTheCut // the same, with the secret where the gateway cuts the description
 )
 
 // testOP is the provider on a loopback listener, with a count of the requests to its token
@@ -96,6 +97,13 @@ func startOP(t *testing.T, lifetime time.Duration) *testOP {
 			switch o.mode.Load() {
 			case opHangs:
 				<-r.Context().Done()
+				return
+			case opEchoesAtTheCut:
+				_, secret, _ := r.BasicAuth()
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_ = json.NewEncoder(w).Encode(map[string]string{"error": "invalid_request",
+					"error_description": strings.Repeat("x", 194) + secret + r.PostForm.Get("client_secret")})
 				return
 			case opEchoes:
 				id, secret, _ := r.BasicAuth()
@@ -486,6 +494,7 @@ func TestHTTPUpstreamOAuthStartFailures(t *testing.T) {
 			`the gateway could not get a token for server "cloud" from its token_url: the token endpoint answered HTTP 401 with error invalid_client`,
 			`check oauth.client_id "sid1"`}},
 		{"echoing endpoint", opClientSecret, opEchoes, []string{"the token endpoint answered HTTP 400 with error invalid_request", "[REDACTED]"}},
+		{"echoing endpoint, the secret at the cut", opClientSecret, opEchoesAtTheCut, []string{"the token endpoint answered HTTP 400 with error invalid_request"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			checkGoroutines(t)
@@ -511,7 +520,9 @@ func TestHTTPUpstreamOAuthStartFailures(t *testing.T) {
 			if requests, _ := p.counts(); requests != 0 {
 				t.Errorf("%d requests reached the server without a token", requests)
 			}
-			for _, secret := range []string{opClientSecret, "c2lkMTp2ZXJ5c2VjcmV0"} { // and base64 of sid1:verysecret
+			// The secret, its first five bytes (a secret cut short still leaks), and base64 of
+			// sid1:verysecret.
+			for _, secret := range []string{opClientSecret, opClientSecret[:5], "c2lkMTp2ZXJ5c2VjcmV0"} {
 				if strings.Contains(reason, secret) || logs.contains(secret) {
 					t.Errorf("the secret is in the reason or the log:\n%s\n%s", reason, logs.String())
 				}
