@@ -8,12 +8,19 @@ import (
 	"time"
 )
 
-// Auth says who may use the gateway over HTTP (SPEC.md §13). With tokens configured, /mcp and
-// /admin need a bearer token, and /admin needs the admin role. The tokens themselves are never
-// in the file: each entry names the environment variable holding its token, read at serve start.
+// Auth says who may use the gateway over HTTP (SPEC.md §13). With tokens or oidc configured,
+// /mcp and /admin need a bearer token, and /admin needs the admin role. The static tokens
+// themselves are never in the file: each entry names the environment variable holding its
+// token, read at serve start. With oidc, the JWT access tokens of an identity provider are
+// taken too (docs/operations.md, "Signing in with an identity provider").
 type Auth struct {
 	Tokens []Token `yaml:"tokens" json:"tokens,omitempty" jsonschema:"description=Bearer tokens and the principals they stand for; with any set\\, /mcp and /admin need one."`
+	// OIDC, when set, makes /mcp and /admin take the identity provider's access tokens too.
+	OIDC *OIDC `yaml:"oidc" json:"oidc,omitempty" jsonschema:"description=An OpenID Connect / OAuth 2.1 identity provider whose JWT access tokens /mcp and /admin take beside auth.tokens."`
 }
+
+// On reports whether /mcp needs a bearer token: auth.tokens or auth.oidc is configured.
+func (a Auth) On() bool { return len(a.Tokens) > 0 || a.OIDC != nil }
 
 // Token is one principal's bearer token.
 type Token struct {
@@ -90,6 +97,14 @@ var (
 // (allowed_origins, max_body_bytes), and applies their defaults.
 func (d *decoder) checkAuth(cfg *Config) {
 	d.checkTokens(&cfg.Auth)
+	if a := d.src[&cfg.Auth]; a != nil && a.has("oidc") {
+		switch {
+		case cfg.Auth.OIDC != nil:
+			d.checkOIDC(cfg.Auth.OIDC, a.lineOf("oidc"))
+		case a.valid("oidc"):
+			d.errorf(a.lineOf("oidc"), location{path: "auth.oidc"}, "has no settings; give issuer and resource, or remove it")
+		}
+	}
 	d.checkConsole(&cfg.Console)
 	g := &cfg.Gateway
 	src := d.src[g]
