@@ -21,12 +21,15 @@
 //
 //	oidcprovider -listen 127.0.0.1:PORT [-issuer URL] [-key FILE] [-publish FILE]...
 //	    [-token-lifetime DURATION]
-//	    [-client 'id=ID;secret=SECRET[;sub=SUBJECT][;roles=A,B][;scopes=X,Y][;aud=URI,URI][;ttl=DURATION]']...
+//	    [-client 'id=ID;secret=SECRET[;sub=SUBJECT][;roles=A,B][;scopes=X,Y][;aud=URI,URI][;ttl=DURATION][;backdate=DURATION]']...
 //	    [-native-client 'id=ID;redirect=URI[,URI][;scopes=X,Y][;aud=URI]']...
 //
 // A key file is PEM: an RSA private key (PKCS #1 or PKCS #8) for -key; for -publish, that or
-// an RSA public key (PKIX). ttl is the lifetime of that client's tokens, and may be negative to
-// issue tokens that are already expired. It prints "listening on ISSUER" on stdout once it
+// an RSA public key (PKIX). ttl is the lifetime of that client's tokens (default
+// -token-lifetime). backdate dates its tokens' iat and nbf that far in the past, and their exp
+// ttl after that, as a provider whose clock is behind would: with a backdate of a resource
+// server's leeway, a token is taken for ttl and then refused as expired, which tests expiry
+// without waiting out the leeway. It prints "listening on ISSUER kid KID" on stdout once it
 // serves, and stops on SIGTERM or SIGINT.
 package main
 
@@ -86,6 +89,9 @@ func run(args []string) error {
 	fs.Var(&nativeSpecs, "native-client", "a public client for the authorization-code grant with PKCE: 'id=ID;redirect=URI;...' (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *lifetime <= 0 {
+		return fmt.Errorf("-token-lifetime %s: must be positive", *lifetime)
 	}
 
 	ln, err := net.Listen("tcp", *listen)
@@ -152,6 +158,7 @@ type client struct {
 	scopes     []string
 	audience   []string // aud when the token request has no resource parameter
 	ttl        time.Duration
+	backdate   time.Duration // iat and nbf this far in the past (op's client clock skew)
 	native     bool
 	redirects  []string
 }
@@ -196,9 +203,18 @@ func parseClient(spec string, native bool) (*client, error) {
 			if err != nil {
 				return nil, fmt.Errorf("ttl: %w", err)
 			}
+			if d <= 0 {
+				return nil, errors.New("ttl must be positive")
+			}
 			c.ttl = d
+		case "backdate":
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return nil, fmt.Errorf("backdate must be a duration of 0 or more: %q", v)
+			}
+			c.backdate = d
 		default:
-			return nil, fmt.Errorf("unknown key %q (known: id, secret, sub, roles, scopes, aud, redirect, ttl)", k)
+			return nil, fmt.Errorf("unknown key %q (known: id, secret, sub, roles, scopes, aud, redirect, ttl, backdate)", k)
 		}
 	}
 	switch {
@@ -231,7 +247,10 @@ func (c *client) IDTokenLifetime() time.Duration       { return time.Hour }
 func (c *client) DevMode() bool                        { return false }
 func (c *client) IsScopeAllowed(scope string) bool     { return slices.Contains(c.scopes, scope) }
 func (c *client) IDTokenUserinfoClaimsAssertion() bool { return false }
-func (c *client) ClockSkew() time.Duration             { return 0 }
+
+// ClockSkew is what op subtracts from a token's iat and nbf (and adds to the expires_in it
+// reports): the client's backdate.
+func (c *client) ClockSkew() time.Duration { return c.backdate }
 
 func (c *client) ApplicationType() op.ApplicationType {
 	if c.native {
@@ -481,15 +500,25 @@ func (s *store) AuthRequestByCode(ctx context.Context, code string) (op.AuthRequ
 
 // CreateAccessToken gives a JWT access token its id and expiry; the token itself is not kept.
 func (s *store) CreateAccessToken(_ context.Context, req op.TokenRequest) (string, time.Time, error) {
-	ttl := s.lifetime
-	if r, ok := req.(*serviceRequest); ok && r.client.ttl != 0 {
-		ttl = r.client.ttl
+	var c *client
+	switch r := req.(type) {
+	case *serviceRequest:
+		c = r.client
+	case *userRequest:
+		c = s.clients[r.GetClientID()]
+	}
+	ttl, backdate := s.lifetime, time.Duration(0)
+	if c != nil {
+		if c.ttl != 0 {
+			ttl = c.ttl
+		}
+		backdate = c.backdate
 	}
 	id := make([]byte, 16)
 	if _, err := rand.Read(id); err != nil {
 		return "", time.Time{}, err
 	}
-	return fmt.Sprintf("%x", id), time.Now().Add(ttl), nil
+	return fmt.Sprintf("%x", id), time.Now().Add(ttl - backdate), nil
 }
 
 // GetPrivateClaimsFromRequest puts the granted scopes and a service client's roles on its token.
