@@ -129,10 +129,11 @@ func TestOIDCClientCredentialsCallsATool(t *testing.T) {
 }
 
 // TestOIDCRefusesWhatIsNotATokenForIt: the metadata document is served; a request without a
-// token, and one with a token for another audience, an expired one, one signed by another key,
-// an alg none one, an HMAC one keyed with the provider's public key, a tampered one and one of
-// another issuer are refused with 401 and a Bearer challenge naming the metadata; a valid token
-// without the required scope gets 403 insufficient_scope.
+// token, and one with a token for another audience, an expired one, one signed by another key
+// (under the provider's kid, under an unknown kid, or carrying its key in its header), an alg
+// none one, an HMAC one keyed with the provider's public key, a tampered one and one of another
+// issuer are refused with 401 and a Bearer challenge naming the metadata; a valid token without
+// the required scope gets 403 insufficient_scope.
 func TestOIDCRefusesWhatIsNotATokenForIt(t *testing.T) {
 	dir := t.TempDir()
 	keyFile, _ := newRSAKeyFile(t, dir, "op-key.pem")
@@ -230,6 +231,7 @@ func TestOIDCRefusesWhatIsNotATokenForIt(t *testing.T) {
 		{"a token for the client itself (no resource asked)", op.token(t, plannerApp, plannerSecret, ""), "audience"},
 		{"a token signed by another key, under the provider's kid", signWith(t, jose.RS256, stranger, kid, claims), "signature"},
 		{"a token signed by another key, under a kid the provider never had", signWith(t, jose.RS256, stranger, "kid-of-nobody", claims), "kid-of-nobody"},
+		{"a token signed by another key that carries that key (jwk header)", signEmbedded(t, stranger, claims), "signature"},
 		{"an alg none token", unsigned(claims, kid), "none"},
 		{"an alg none token without kid", unsigned(claims, ""), "none"},
 		{"an HS256 token keyed with the provider's public key", signWith(t, jose.HS256, pubPEM, kid, claims), "HS256"},
@@ -270,9 +272,11 @@ func TestOIDCRefusesWhatIsNotATokenForIt(t *testing.T) {
 
 // TestOIDCPicksUpAKeyRotation: the provider is restarted on its port with a new key, publishing
 // the old one beside it; the gateway, not restarted, takes tokens of the new key (whose kid it
-// did not know) and still those of the old one. Then the provider is restarted with a third key
-// only: its tokens are taken, and once the gateway has fetched the keys again the retired keys'
-// tokens are refused.
+// did not know) once it may fetch the keys again (identity.DefaultMinRefreshGap after its last
+// fetch), and still those of the old one. Then the provider is restarted with a third key only:
+// the old keys' tokens are still taken until the gateway fetches the keys again, which the
+// third key's first token makes it do; then that token is taken and the retired keys' tokens
+// are refused.
 func TestOIDCPicksUpAKeyRotation(t *testing.T) {
 	dir := t.TempDir()
 	key1, _ := newRSAKeyFile(t, dir, "key1.pem")
@@ -300,6 +304,9 @@ func TestOIDCPicksUpAKeyRotation(t *testing.T) {
 	expect("the first key's token, still published", tok1, 200)
 
 	op.restart(append([]string{"-key", key3}, oidcClients...)...)
+	// The gateway keeps the keys it fetched until it fetches them again (hourly, or for a kid it
+	// does not know): a key the provider no longer publishes is trusted until then.
+	expect("the first key's token, no longer published, before the gateway fetches the keys again", tok1, 200)
 	tok3 := op.token(t, plannerApp, plannerSecret, resource)
 	took = waitAccepted(t, addr, tok3, "the third key's token")
 	t.Logf("the third key's token was taken %s after the second rotation", took.Round(time.Millisecond))

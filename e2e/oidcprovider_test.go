@@ -220,7 +220,19 @@ func unsigned(claims map[string]any, kid string) string {
 // the header.
 func signWith(t *testing.T, alg jose.SignatureAlgorithm, key any, kid string, claims map[string]any) string {
 	t.Helper()
-	opts := (&jose.SignerOptions{}).WithType("JWT")
+	return sign(t, &jose.SignerOptions{}, alg, key, kid, claims)
+}
+
+// signEmbedded signs claims with key by RS256 and puts the public key in the token's header
+// (jwk), as a token that brings the key to check it with.
+func signEmbedded(t *testing.T, key *rsa.PrivateKey, claims map[string]any) string {
+	t.Helper()
+	return sign(t, &jose.SignerOptions{EmbedJWK: true}, jose.RS256, key, "", claims)
+}
+
+func sign(t *testing.T, opts *jose.SignerOptions, alg jose.SignatureAlgorithm, key any, kid string, claims map[string]any) string {
+	t.Helper()
+	opts = opts.WithType("JWT")
 	if kid != "" {
 		opts = opts.WithHeader("kid", kid)
 	}
