@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -16,16 +18,20 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
+	idp "github.com/mcp-gateway/mcp-gateway/identity"
 )
 
 // Who may use the gateway over HTTP (SPEC.md §13). Requests pass, outermost first:
 //
-//	/mcp:     Origin check → bearer token (when auth.tokens are set) → the MCP SDK (body limit)
-//	/admin/:  bearer token (auth.tokens or the admin token) → requireAdmin (role admin)
+//	/mcp:     Origin check → bearer token (when auth.tokens or auth.oidc are set) → the MCP SDK (body limit)
+//	/admin/:  bearer token (auth.tokens, the admin token or auth.oidc) → requireAdmin (role admin)
 //
-// /healthz, /readyz and /metrics stay open: probes and Prometheus carry no token, and none of
-// them changes anything. Tokens are compared as SHA-256 digests in constant time and never
-// logged or repeated in an answer.
+// /healthz, /readyz, /metrics and, with auth.oidc, the Protected Resource Metadata at
+// /.well-known/oauth-protected-resource stay open: probes, Prometheus and a client about to
+// sign in carry no token, and none of them changes anything. A bearer token is first compared
+// with the static tokens, as SHA-256 digests in constant time; one that matches none and has
+// the shape of a JWT then goes to the identity provider's verifier (package identity). No token
+// is ever logged, repeated in an answer or passed on to an upstream.
 
 // minTokenLength is the shortest bearer token the gateway accepts from the environment.
 const minTokenLength = 16
@@ -35,6 +41,18 @@ const anonymous = "anonymous"
 
 // adminPrincipal is the principal of the admin token (Options.AdminToken).
 const adminPrincipal = "admin"
+
+// agentPrincipal is the principal of the built-in agent's calls (agent.Principal).
+const agentPrincipal = "agent"
+
+// oidcPrincipalLabel is the principal label of the calls of every principal an identity
+// provider vouched for (auth.oidc): they are unbounded in number, so metrics do not count them
+// one by one; the audit log names each.
+const oidcPrincipalLabel = "(oidc)"
+
+// oidcRetryAfter is what a client whose token could not be checked, because the identity
+// provider's keys could not be fetched, is told to wait before it tries again.
+const oidcRetryAfter = "10"
 
 // What a refused caller is told about where tokens come from.
 const (
@@ -155,12 +173,38 @@ func PrincipalFromContext(ctx context.Context) *Principal {
 	return p
 }
 
-// identify puts the principal of the request's bearer token, if it matches one of creds, in
-// the request's context; it refuses nothing.
-func identify(creds []Credential, next http.Handler) http.Handler {
+// challenge is what a refusal tells the client about signing in: where the gateway's
+// Protected Resource Metadata is (resource_metadata), and why the identity provider's token it
+// sent was refused.
+type challenge struct {
+	metadata string     // "" when the route has none to point to
+	refused  *idp.Error // nil when no token went to the identity provider
+}
+
+type challengeKey struct{}
+
+// identify puts the principal of the request's bearer token in the request's context: the
+// static credential it matches among creds or, when it matches none, has the shape of a JWT
+// and auth.oidc is set, the principal the identity provider's token stands for. It refuses
+// nothing; what unauthorized needs to say why (and metadata, the resource_metadata of this
+// route's challenges, "" for none) goes in the context too.
+func (g *Gateway) identify(creds []Credential, metadata string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := match(creds, r); p != nil {
-			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+		ch := challenge{metadata: metadata}
+		if token, ok := bearerToken(r); ok {
+			if p := matchToken(creds, token); p != nil {
+				r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+			} else if g.oidc != nil && strings.Count(token, ".") == 2 {
+				if ip, err := g.oidc.Verify(r.Context(), token); err != nil {
+					ch.refused = idp.ErrorOf(err)
+				} else {
+					p := &Principal{ID: ip.ID, Roles: ip.Roles}
+					r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+				}
+			}
+		}
+		if ch.metadata != "" || ch.refused != nil {
+			r = r.WithContext(context.WithValue(r.Context(), challengeKey{}, &ch))
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -178,15 +222,140 @@ func requirePrincipal(hint string, next http.Handler) http.Handler {
 }
 
 // unauthorized answers 401 with a WWW-Authenticate challenge (RFC 6750) and a JSON error that
-// says whether the token was missing or not valid, followed by hint.
+// says whether the token was missing or not valid, followed by hint. With auth.oidc the
+// challenge names the Protected Resource Metadata (RFC 9728 resource_metadata), where an MCP
+// client finds the identity provider to sign in with, and a refused token's error_description
+// says what was wrong with it. A valid token of the identity provider that lacks a required
+// scope gets 403 insufficient_scope; one that could not be checked, because the provider's
+// keys could not be fetched, gets 503 with Retry-After: the token may well be good.
 func unauthorized(w http.ResponseWriter, r *http.Request, hint string) {
+	params := `realm="mcp-gateway"`
+	ch, _ := r.Context().Value(challengeKey{}).(*challenge)
+	if ch != nil && ch.metadata != "" {
+		params += `, resource_metadata="` + ch.metadata + `"`
+	}
+	if ch != nil && ch.refused != nil {
+		e := ch.refused
+		switch e.Code {
+		case idp.CodeUnavailable:
+			w.Header().Set("Retry-After", oidcRetryAfter)
+			writeError(w, http.StatusServiceUnavailable, e.Description)
+		case idp.CodeInsufficientScope:
+			w.Header().Set("WWW-Authenticate", `Bearer `+params+`, error="insufficient_scope", scope="`+e.Scope+`", error_description="`+e.Description+`"`)
+			writeError(w, http.StatusForbidden, "the bearer token was refused: "+e.Description+"; ask the identity provider for a token with scope "+e.Scope)
+		default:
+			w.Header().Set("WWW-Authenticate", `Bearer `+params+`, error="invalid_token", error_description="`+e.Description+`"`)
+			writeError(w, http.StatusUnauthorized, "the bearer token was refused: "+e.Description+"; "+hint)
+		}
+		return
+	}
 	if _, ok := bearerToken(r); ok {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-gateway", error="invalid_token"`)
+		w.Header().Set("WWW-Authenticate", `Bearer `+params+`, error="invalid_token"`)
 		writeError(w, http.StatusUnauthorized, "the bearer token is not valid for this gateway; "+hint)
 		return
 	}
-	w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-gateway"`)
+	w.Header().Set("WWW-Authenticate", `Bearer `+params)
 	writeError(w, http.StatusUnauthorized, "a bearer token is required (Authorization: Bearer <token>); "+hint)
+}
+
+// AuthOn reports whether /mcp needs a bearer token: auth.tokens gave creds, or auth.oidc is
+// set. Without, the gateway must listen on loopback only (or be told --insecure-listen).
+func AuthOn(cfg *config.Config, creds []Credential) bool {
+	return len(creds) > 0 || cfg.Auth.OIDC != nil
+}
+
+// newVerifier is the verifier of auth.oidc, nil without it. A token may not name any of the
+// static principals or the gateway's own (reservedPrincipals).
+func newVerifier(cfg *config.Config, logger *slog.Logger) (*idp.Verifier, error) {
+	if cfg.Auth.OIDC == nil {
+		return nil, nil
+	}
+	return idp.New(*cfg.Auth.OIDC, idp.Options{Logger: logger, Reserved: reservedPrincipals(cfg)})
+}
+
+// reservedPrincipals are the principals that only the gateway's own credentials stand for:
+// its own names (anonymous, admin, agent) and those of auth.tokens. An identity provider's
+// token that names one is refused: someone called "admin" at the provider must not become the
+// admin token's principal, whose claimed operator names the audit trusts.
+func reservedPrincipals(cfg *config.Config) []string {
+	out := []string{anonymous, adminPrincipal, agentPrincipal}
+	for _, t := range cfg.Auth.Tokens {
+		out = append(out, t.Principal)
+	}
+	return out
+}
+
+// startVerifier fetches the identity provider's keys, in the background: the gateway serves
+// meanwhile, and static tokens work whatever the provider does. The verifier logs its failures
+// and retries on its own until ctx ends or Close.
+func (g *Gateway) startVerifier(ctx context.Context) {
+	if g.oidc == nil {
+		return
+	}
+	go func() {
+		if err := g.oidc.Start(ctx); err == nil {
+			g.log.Info("auth.oidc: taking the identity provider's access tokens", "issuer", g.oidc.Issuer(),
+				"resource", g.cfg.Auth.OIDC.Resource, "metadata", idp.MetadataURL(g.cfg.Auth.OIDC.Resource))
+		}
+	}()
+}
+
+// metadataURL is the resource_metadata of /mcp's challenges, "" without auth.oidc.
+func (g *Gateway) metadataURL() string {
+	if g.oidc == nil {
+		return ""
+	}
+	return idp.MetadataURL(g.cfg.Auth.OIDC.Resource)
+}
+
+// mcpHint is what a client refused on /mcp is told about where tokens come from.
+func (g *Gateway) mcpHint() string {
+	if g.oidc == nil {
+		return mcpTokenHint
+	}
+	return "sign in with the identity provider " + g.oidc.Issuer() + " (the metadata at " + g.metadataURL() +
+		" names it) and send its access token, or use a token the operator issued in auth.tokens"
+}
+
+// metadataRoutes serves the Protected Resource Metadata (RFC 9728) with auth.oidc: at the path
+// the resource's URL gives (/.well-known/oauth-protected-resource/mcp for
+// https://gw.example.com/mcp), at /.well-known/oauth-protected-resource/mcp for a proxy that
+// serves the gateway under another path, and at the root path, where clients of the older
+// revisions look. It needs no token and is readable by pages of any origin: it is public, and
+// a browser-based client reads it before it has signed in.
+func (g *Gateway) metadataRoutes(mux *http.ServeMux) {
+	if g.oidc == nil {
+		return
+	}
+	doc, err := json.MarshalIndent(idp.ProtectedResourceMetadata(*g.cfg.Auth.OIDC, g.cfg.Gateway.Name), "", "  ")
+	if err != nil {
+		return
+	}
+	doc = append(doc, '\n')
+	serve := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", "*")
+		if r.Method == http.MethodOptions {
+			h.Set("Access-Control-Allow-Methods", "GET, OPTIONS")
+			h.Set("Access-Control-Allow-Headers", "*")
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		h.Set("Content-Type", "application/json")
+		h.Set("Cache-Control", "public, max-age=300")
+		_, _ = w.Write(doc)
+	})
+	paths := []string{idp.WellKnownPath, idp.WellKnownPath + "/mcp", idp.MetadataPath(g.cfg.Auth.OIDC.Resource)}
+	seen := map[string]bool{}
+	for _, p := range paths {
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		mux.Handle("GET "+p, serve)
+		mux.Handle("OPTIONS "+p, serve)
+	}
 }
 
 // carryPrincipal hands the request's principal to the MCP SDK. The SDK runs tool handlers on

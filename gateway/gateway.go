@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/governor"
 	"github.com/mcp-gateway/mcp-gateway/guards"
+	idp "github.com/mcp-gateway/mcp-gateway/identity"
 	"github.com/mcp-gateway/mcp-gateway/policies"
 	"github.com/mcp-gateway/mcp-gateway/store"
 	"github.com/mcp-gateway/mcp-gateway/telemetry"
@@ -90,6 +91,7 @@ type Gateway struct {
 	withheld     withheldItems // what tool_definition guards keep out (screen.go)
 	subs         subscriptions // downstream resource subscriptions
 	console      http.Handler  // the operator console at /console, when mounted (console.go)
+	oidc         *idp.Verifier // the identity provider's tokens (auth.oidc); nil without
 
 	syncMu sync.Mutex                 // serialises catalog rebuilds and the server's tool list
 	served map[string]json.RawMessage // public name → definition registered with server
@@ -126,6 +128,13 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		// Once: every chain a reload builds counts into the same collectors.
 		g.guardMetrics = guards.NewMetrics(opts.Registry)
 		g.metrics = chainMetrics{calls: governor.NewMetrics(opts.Registry), policies: governor.NewPolicyMetrics(opts.Registry)}
+		if cfg.Auth.OIDC != nil {
+			g.metrics.calls.BoundPrincipals(reservedPrincipals(cfg), oidcPrincipalLabel)
+		}
+	}
+	var err error
+	if g.oidc, err = newVerifier(cfg, logger); err != nil {
+		return nil, err
 	}
 	g.sessions = newSessions(g.liveSessions)
 	g.fast.g = g
@@ -261,6 +270,7 @@ func (g *Gateway) buildChain(cfg *config.Config, engine *policies.Engine, sets *
 // expose the same tool under bare naming, and, with RequireAll, when an upstream did not start.
 // Otherwise servers that did not start are logged and retried in the background.
 func (g *Gateway) Start(ctx context.Context) error {
+	g.startVerifier(ctx)
 	if st := g.opts.Store; st != nil {
 		if problems := lockoutConflicts(st.Lockouts(), g.cfg, ""); len(problems) > 0 {
 			return fmt.Errorf("no server was started: %s", strings.Join(problems, "\n"))
@@ -297,7 +307,12 @@ func (g *Gateway) Start(ctx context.Context) error {
 }
 
 // Close stops every upstream and waits for their processes.
-func (g *Gateway) Close() error { return g.ups.Close() }
+func (g *Gateway) Close() error {
+	if g.oidc != nil {
+		g.oidc.Close()
+	}
+	return g.ups.Close()
+}
 
 // Upstreams is the gateway's upstream manager, for status reports.
 func (g *Gateway) Upstreams() *upstream.Manager { return g.ups }

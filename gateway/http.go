@@ -18,9 +18,11 @@ import (
 // readiness at /readyz (ready when every upstream is up and has listed its tools), Prometheus
 // metrics at /metrics and the operators' API under /admin/.
 //
-// creds are the bearer tokens of auth.tokens (LoadCredentials). With any, /mcp needs one of
-// them and its principal is the caller of every tool call of the request; without, /mcp is open
-// and calls are anonymous. /admin/ takes them and the admin token, and needs the admin role.
+// creds are the bearer tokens of auth.tokens (LoadCredentials). With any, or with auth.oidc,
+// /mcp needs a token (one of them, or the identity provider's) and its principal is the caller
+// of every tool call of the request; without, /mcp is open and calls are anonymous. With
+// auth.oidc the Protected Resource Metadata is served too (metadataRoutes). /admin/ takes
+// them, the admin token and the identity provider's tokens, and needs the admin role.
 // /mcp refuses pages of origins not in gateway.allowed_origins (and answers CORS for those in
 // it, cors.go), messages that are not strict JSON-RPC (strict.go), bodies over
 // gateway.max_body_bytes (413) and bodies that do not arrive within gateway.body_read_timeout
@@ -29,11 +31,12 @@ import (
 func (g *Gateway) Handler(creds []Credential) http.Handler {
 	mux := http.NewServeMux()
 	mcpHandler := g.mcpHandler()
-	if len(creds) > 0 {
-		mcpHandler = identify(creds, requirePrincipal(mcpTokenHint, carryPrincipal(mcpHandler)))
+	if len(creds) > 0 || g.oidc != nil {
+		mcpHandler = g.identify(creds, g.metadataURL(), requirePrincipal(g.mcpHint(), carryPrincipal(mcpHandler)))
 	}
 	// A preflight carries no token: cors answers it before authentication, for allowed origins.
 	mux.Handle("/mcp", checkOrigin(allowedOrigins(g.cfg.Gateway.AllowedOrigins), cors(mcpHandler)))
+	g.metadataRoutes(mux)
 	g.operatorRoutes(mux, creds)
 	return bodyDeadline(g.bodyReadTimeout(), g.httpMetrics(), g.log, mux)
 }
@@ -45,7 +48,7 @@ func (g *Gateway) operatorRoutes(mux *http.ServeMux, creds []Credential) {
 	if g.opts.Registry != nil {
 		mux.Handle("GET /metrics", MetricsHandler(g.opts.Registry, g.log))
 	}
-	mux.Handle("/admin/", identify(withAdminToken(creds, g.opts.AdminToken), g.adminHandler()))
+	mux.Handle("/admin/", g.identify(withAdminToken(creds, g.opts.AdminToken), "", g.adminHandler()))
 	if g.console != nil {
 		mux.Handle("/console", g.console)
 		mux.Handle("/console/", g.console)

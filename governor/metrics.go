@@ -22,6 +22,21 @@ const unresolved = "(unknown)"
 type Metrics struct {
 	calls   *prometheus.CounterVec
 	latency *prometheus.HistogramVec
+	// known, when set (BoundPrincipals), are the principals counted under their own label;
+	// every other one is counted under other.
+	known map[string]bool
+	other string
+}
+
+// BoundPrincipals counts the calls of every principal not in known under the label other:
+// principals that come from an identity provider (auth.oidc) are unbounded in number, and a
+// label per person would grow the series without end. Call it before the first call.
+func (m *Metrics) BoundPrincipals(known []string, other string) {
+	m.known = make(map[string]bool, len(known))
+	for _, p := range known {
+		m.known[p] = true
+	}
+	m.other = other
 }
 
 // NewMetrics creates the chain's collectors and registers them with reg.
@@ -54,7 +69,11 @@ func (m *Metrics) Observe() Step {
 			if c.Tool != nil {
 				server, tool = c.Tool.Server, c.Tool.Public
 			}
-			m.calls.WithLabelValues(server, tool, out.Label(), principalLabel(c.Principal)).Inc()
+			principal := principalLabel(c.Principal)
+			if m.known != nil && !m.known[principal] {
+				principal = m.other
+			}
+			m.calls.WithLabelValues(server, tool, out.Label(), principal).Inc()
 			observe(ctx, m.latency.WithLabelValues(server, tool), time.Since(c.Start).Seconds())
 			return out
 		})
@@ -63,7 +82,7 @@ func (m *Metrics) Observe() Step {
 
 // principalLabel is the principal as a label value. Principals come from auth.tokens in the
 // config, or are one of the gateway's own ("anonymous", "agent", "admin"), so the set is
-// bounded; an empty one is "anonymous".
+// bounded (those of auth.oidc are bounded by BoundPrincipals); an empty one is "anonymous".
 func principalLabel(p string) string {
 	if p == "" {
 		return "anonymous"

@@ -391,11 +391,8 @@ func (v *Verifier) verify(ctx context.Context, token string) (*Principal, *Error
 		if len(cands) == 0 {
 			switch {
 			case ks == nil || (ferr != nil && h.Kid != ""):
-				why := "they have not been fetched yet"
-				if ferr != nil {
-					why = ferr.Error()
-				}
-				return nil, refuse(CodeUnavailable, fmt.Sprintf("the identity provider's keys could not be fetched, so the token cannot be checked now; retry later (%s)", clip(why, 300)))
+				// Why the fetch failed is the gateway's log's to say, not every caller's.
+				return nil, refuse(CodeUnavailable, "the identity provider's keys could not be fetched, so the token cannot be checked now; retry later")
 			case h.Kid != "" && ks.has(h.Kid):
 				return nil, refuse(CodeAlgorithm, fmt.Sprintf("the token's key %q is not one for %s", clip(h.Kid, 64), h.Alg))
 			case h.Kid != "":
