@@ -42,6 +42,7 @@ func (d *decoder) check(cfg *Config) {
 		return
 	}
 	d.checkGateway(&cfg.Gateway, dir)
+	d.checkTLS(&cfg.Gateway, dir)
 
 	switch {
 	case !top.has("servers"):
@@ -60,6 +61,7 @@ func (d *decoder) check(cfg *Config) {
 	for i := range cfg.Servers {
 		d.checkServer(cfg, i, dir, seen)
 	}
+	d.checkEnv(cfg) // after every section: the secret variables come from all of them
 }
 
 func (d *decoder) checkGateway(g *Gateway, dir string) {
@@ -233,6 +235,7 @@ func (d *decoder) checkServer(cfg *Config, i int, dir string, seen map[string]in
 		}
 		d.checkHeaders(s, loc)
 	}
+	d.checkUpstreamOAuth(s, src, loc)
 
 	d.positive(src, loc, "call_timeout_sec", &s.CallTimeoutSec, DefaultCallTimeoutSec)
 	d.positive(src, loc, "startup_timeout_sec", &s.StartupTimeoutSec, DefaultStartupTimeoutSec)

@@ -29,6 +29,8 @@ type Gateway struct {
 	// Listen is the address of the streamable HTTP endpoint (/mcp, /healthz, /readyz).
 	// "" disables HTTP.
 	Listen string `yaml:"listen" json:"listen,omitempty" jsonschema:"description=host:port for streamable HTTP at /mcp plus /healthz and /readyz; empty disables HTTP (default 127.0.0.1:8080)."`
+	// TLS serves the listener over TLS, optionally with client certificates (config/tls.go).
+	TLS *TLS `yaml:"tls" json:"tls,omitempty" jsonschema:"description=Serve gateway.listen over TLS (cert_file\\, key_file) and optionally ask clients for a certificate (client_ca_file: mutual TLS). Needed on an address other than loopback."`
 	// StateDir holds state.db, the gateway's durable state.
 	StateDir string `yaml:"state_dir" json:"state_dir,omitempty" jsonschema:"description=Directory of the state file state.db (default .mcp-gateway)."`
 	// ToolNames is "prefixed" (server__tool) or "bare" (upstream names; a collision fails loading).
@@ -91,10 +93,16 @@ type Server struct {
 	Command string            `yaml:"command" json:"command,omitempty" jsonschema:"description=Executable of a stdio server (exclusive with url)."`
 	Args    []string          `yaml:"args" json:"args,omitempty" jsonschema:"description=Arguments of command."`
 	Cwd     string            `yaml:"cwd" json:"cwd,omitempty" jsonschema:"description=Working directory of command."`
-	Env     map[string]string `yaml:"env" json:"env,omitempty" jsonschema:"description=Environment merged over the gateway's for command."`
+	Env     map[string]string `yaml:"env" json:"env,omitempty" jsonschema:"description=Environment variables set for command\\, over everything it inherits; the values are trusted configuration."`
+	// EnvInherit names the variables of the gateway's environment the child gets beside a small
+	// base (PATH, HOME, LANG, TZ…), or all of them; never those the gateway reads secrets from.
+	EnvInherit EnvInherit `yaml:"env_inherit" json:"env_inherit,omitempty,omitzero" jsonschema:"description=Variables of the gateway's environment command inherits beside the base (PATH HOME USER LOGNAME SHELL LANG LANGUAGE LC_* TZ TMPDIR TERM XDG_RUNTIME_DIR): names and prefixes ending in * such as [ROS_DOMAIN_ID\\, ROS_*]\\, or all for the whole environment. The variables the gateway reads secrets from (token_env\\, admin_token_env\\, headers_env\\, the model's API key…) are never passed."`
 
 	URL        string            `yaml:"url" json:"url,omitempty" jsonschema:"description=Streamable HTTP endpoint of a remote server (exclusive with command)."`
 	HeadersEnv map[string]string `yaml:"headers_env" json:"headers_env,omitempty" jsonschema:"description=HTTP header name to the environment variable holding its value."`
+	// OAuth gets the gateway's own access token for a url server by the OAuth client
+	// credentials grant (upstream_oauth.go); nil sends none.
+	OAuth *UpstreamOAuth `yaml:"oauth" json:"oauth,omitempty" jsonschema:"description=The gateway's own OAuth client credentials at the server's authorization server (url servers only); the access token is cached and refreshed. A client's token is never passed on."`
 
 	CallTimeoutSec           float64 `yaml:"call_timeout_sec" json:"call_timeout_sec,omitempty" jsonschema:"exclusiveMinimum=0,description=Deadline of one call in seconds (default 300)."`
 	TimeoutArgumentMarginSec float64 `yaml:"timeout_argument_margin_sec" json:"timeout_argument_margin_sec,omitempty" jsonschema:"minimum=0,description=Added to a call's timeout_sec argument to form its deadline (default 60)."`

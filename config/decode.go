@@ -175,11 +175,23 @@ func isNull(n *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
 
+// nodeDecoder is a type that reads its own value, one that may take more than one shape
+// (env_inherit: a list or the word all). decodeNode reports its problems with d.errorf and
+// whether n decoded without one; n is never an alias.
+type nodeDecoder interface {
+	decodeNode(d *decoder, n *yaml.Node, loc location) bool
+}
+
 // value decodes n into v and reports whether it decoded without a problem.
 func (d *decoder) value(n *yaml.Node, v reflect.Value, loc location) bool {
 	n = d.resolve(n)
 	if n == nil || !d.spend(1) {
 		return false
+	}
+	if v.CanAddr() {
+		if own, ok := v.Addr().Interface().(nodeDecoder); ok {
+			return own.decodeNode(d, n, loc)
+		}
 	}
 	if v.Type() == reflect.TypeFor[*yaml.Node]() {
 		// A value of any shape (a scripted tool call's arguments), decoded by its user.

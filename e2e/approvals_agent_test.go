@@ -380,3 +380,42 @@ func TestStdioWithoutListenerRefusesAHeldCallAtOnce(t *testing.T) {
 		t.Error("the refused call reached the robot")
 	}
 }
+
+// With gateway.tls, `mcp-gateway agent` serves its admin API and metrics over TLS as serve
+// does, so the operator's CLI, which reaches a gateway by gateway.listen and gateway.tls, can
+// answer the run's approval; plain HTTP is not served.
+func TestAgentServesItsAdminAPIOverTLS(t *testing.T) {
+	text := strings.ReplaceAll(agentApprovalConfig, "{{approvals}}", "  use: console")
+	text = strings.Replace(text, `gateway: {listen: "{{listen}}"}`,
+		`gateway: {listen: "{{listen}}", tls: {cert_file: tls/server.crt, key_file: tls/server.key}}`, 1)
+	cfg, addr := writeConfig(t, text)
+	ca := newPKI(t, "agent test CA")
+	ca.writeServerCert(t, cfgDir(cfg))
+	agent := startAgent(t, cfg)
+	a := pendingListed(t, cfg, agent)
+	if !strings.Contains(agent.stderr.String(), "https://"+addr) {
+		t.Errorf("the agent does not name its admin API as https://%s:\n%s", addr, agent.stderr.String())
+	}
+	if resp, err := http.Get("http://" + addr + "/metrics"); err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("plain HTTP to the TLS listener answered 200: %s", body)
+		}
+	}
+	hc := httpsClient(tlsClientConfig(ca, nil), "")
+	resp, err := hc.Get("https://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("GET https://%s/metrics: %v", addr, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET https://%s/metrics: %d", addr, resp.StatusCode)
+	}
+	if out, _ := cliOK(t, "approvals", "approve", a.ID, "-c", cfg, "--operator", "alice"); !strings.Contains(out, "approved "+a.ID) {
+		t.Errorf("approve printed %q", out)
+	}
+	if code := agent.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("the agent exited %d, want 0 (answered)", code)
+	}
+}

@@ -78,7 +78,8 @@ func TestAuthGuardsMCPAndAdmin(t *testing.T) {
 	t.Setenv("E2E_PLANNER_TOKEN", plannerToken)
 	cfg, addr := writeConfig(t, authConfig)
 	onEveryInterface(t, cfg, addr)
-	gw := startGateway(t, cfg, addr)
+	// Plain HTTP on every interface: with tokens but without TLS that needs --insecure-listen.
+	gw := startGateway(t, cfg, addr, "--insecure-listen")
 	record := filepath.Join(cfgDir(cfg), "calls.jsonl")
 	base := "http://" + addr
 

@@ -308,13 +308,18 @@ func (g *Gateway) metadataURL() string {
 	return idp.MetadataURL(g.cfg.Auth.OIDC.Resource)
 }
 
-// mcpHint is what a client refused on /mcp is told about where tokens come from.
+// mcpHint is what a client refused on /mcp is told about where tokens come from, and about
+// client certificates with mutual TLS.
 func (g *Gateway) mcpHint() string {
-	if g.oidc == nil {
-		return mcpTokenHint
+	hint := mcpTokenHint
+	if g.oidc != nil {
+		hint = "sign in with the identity provider " + g.oidc.Issuer() + " (the metadata at " + g.metadataURL() +
+			" names it) and send its access token, or use a token the operator issued in auth.tokens"
 	}
-	return "sign in with the identity provider " + g.oidc.Issuer() + " (the metadata at " + g.metadataURL() +
-		" names it) and send its access token, or use a token the operator issued in auth.tokens"
+	if g.opts.TLS.ClientCertificates() {
+		hint += ", or connect with a client certificate signed by a CA of gateway.tls.client_ca_file; its subject CN is the principal"
+	}
+	return hint
 }
 
 // metadataRoutes serves the Protected Resource Metadata (RFC 9728) with auth.oidc: at the path

@@ -54,6 +54,8 @@ type Options struct {
 	// Telemetry exports the spans of calls (telemetry.New); nil is telemetry off, and the chain
 	// then has no tracing step at all.
 	Telemetry *telemetry.Provider
+	// TLS serves the HTTP listener over TLS (LoadTLS); nil is plain HTTP.
+	TLS *ListenerTLS
 }
 
 // Gateway is one running gateway: its upstreams, its catalog, its call chain and its MCP server.

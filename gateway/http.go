@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"log/slog"
 	"net"
@@ -31,14 +32,15 @@ import (
 func (g *Gateway) Handler(creds []Credential) http.Handler {
 	mux := http.NewServeMux()
 	mcpHandler := g.mcpHandler()
-	if len(creds) > 0 || g.oidc != nil {
-		mcpHandler = g.identify(creds, g.metadataURL(), requirePrincipal(g.mcpHint(), carryPrincipal(mcpHandler)))
+	if len(creds) > 0 || g.opts.TLS.ClientCertificates() || g.oidc != nil {
+		mcpHandler = g.identify(creds, g.metadataURL(), requirePrincipal(g.mcpHint(), carryCertificate(carryPrincipal(mcpHandler))))
 	}
 	// A preflight carries no token: cors answers it before authentication, for allowed origins.
 	mux.Handle("/mcp", checkOrigin(allowedOrigins(g.cfg.Gateway.AllowedOrigins), cors(mcpHandler)))
 	g.metadataRoutes(mux)
 	g.operatorRoutes(mux, creds)
-	return bodyDeadline(g.bodyReadTimeout(), g.httpMetrics(), g.log, mux)
+	// A client certificate's principal first, which a bearer token then replaces (tls.go).
+	return g.opts.TLS.identifyClient(bodyDeadline(g.bodyReadTimeout(), g.httpMetrics(), g.log, mux))
 }
 
 // operatorRoutes registers what operators and Prometheus use of every gateway, serving MCP or
@@ -205,7 +207,7 @@ func byRevision(stateful, stateless http.Handler) http.Handler {
 
 // NewHTTPServer is the gateway's HTTP server, bounded as limits.go describes, and the listener
 // it must serve on: ln under the cap of gateway.max_connections, lowered to fit the process's
-// open-file limit. Run it with srv.Serve(limited).
+// open-file limit, and over TLS with Options.TLS. Run it with srv.Serve(limited).
 func (g *Gateway) NewHTTPServer(ln net.Listener, creds []Credential) (srv *http.Server, limited net.Listener) {
 	return g.newHTTPServer(ln, g.Handler(creds))
 }
@@ -223,6 +225,12 @@ func (g *Gateway) newHTTPServer(ln net.Listener, h http.Handler) (srv *http.Serv
 			"max_connections", g.cfg.Gateway.MaxConnections, "open_file_limit", fileLimit, "serving_at_most", most)
 	}
 	cl := newConnLimiter(ln, most, g.httpMetrics(), g.log)
+	limited = cl
+	if t := g.opts.TLS; t != nil {
+		// The cap counts TCP connections, handshake or not; a refusal is answered over TLS.
+		cl.tls = t.Config()
+		limited = tls.NewListener(cl, t.Config())
+	}
 	srv = &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: headerTimeout,
@@ -231,7 +239,7 @@ func (g *Gateway) newHTTPServer(ln net.Listener, h http.Handler) (srv *http.Serv
 		ConnState:         cl.connState,
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
-	return srv, cl
+	return srv, limited
 }
 
 // bodyReadTimeout is gateway.body_read_timeout, or its default for a config built in code.

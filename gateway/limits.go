@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -180,7 +181,8 @@ type connLimiter struct {
 	max     int
 	metrics *httpMetrics
 	log     *slog.Logger
-	refusal []byte // the 503 answer, written raw
+	refusal []byte      // the 503 answer, written raw
+	tls     *tls.Config // set when the listener serves TLS: the refusal goes over it
 
 	mu       sync.Mutex
 	open     map[*limitedConn]struct{}
@@ -285,6 +287,9 @@ func (l *connLimiter) refuse(c net.Conn) {
 		_ = c.Close()
 		return
 	}
+	if l.tls != nil {
+		c = tls.Server(c, l.tls)
+	}
 	go func() {
 		defer func() { <-l.refusing }()
 		defer c.Close()
@@ -311,6 +316,9 @@ func (l *connLimiter) refuse(c net.Conn) {
 
 // connState records what the server says of a connection; it is the http.Server's ConnState.
 func (l *connLimiter) connState(c net.Conn, s http.ConnState) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
 	lc, ok := c.(*limitedConn)
 	if !ok {
 		return

@@ -44,6 +44,8 @@ type ReloadReport struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Tools is the number of tools listed after the reload.
 	Tools int `json:"tools"`
+	// TLS names the certificate served to new connections after the reload (gateway.tls).
+	TLS string `json:"tls,omitempty"`
 }
 
 // reloadApplied are the settings a reload applies, as config keys. A change to any other one
@@ -52,7 +54,7 @@ type ReloadReport struct {
 // waiting approval keeps its timeout.
 var reloadApplied = map[string]bool{
 	"servers": true, "audit": true, "policies": true, "guardrails": true,
-	"gateway.tool_names": true, "gateway.lockout_scope": true,
+	"gateway.tool_names": true, "gateway.lockout_scope": true, "gateway.tls": true, // tls: as reloadTLS says
 	"approvals.use": true, "approvals.webhook": true,
 }
 
@@ -138,6 +140,8 @@ func (g *Gateway) Reload(ctx context.Context, cfg *config.Config) (ReloadReport,
 		}
 	}
 	problems = append(problems, g.collisions(cfg)...)
+	applyTLS, tlsProblems := g.reloadTLS(cfg)
+	problems = append(problems, tlsProblems...)
 	if st := g.opts.Store; st != nil {
 		problems = append(problems, lockoutConflicts(st.Lockouts(), cfg, g.config().Gateway.LockoutScope)...)
 	}
@@ -168,6 +172,7 @@ func (g *Gateway) Reload(ctx context.Context, cfg *config.Config) (ReloadReport,
 		g.notifier.set(notifier)
 	}
 	g.syncMu.Unlock()
+	applyTLS(&rep)
 	// Before any added server starts: a halt in force covers it too.
 	if halted := g.extendHalt(cfg); len(halted) > 0 {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("a halt is in force, so the physical servers %s are halted too", strings.Join(halted, ", ")))

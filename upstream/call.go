@@ -142,6 +142,11 @@ func (u *Upstream) send(ctx context.Context, what string, request func(*session)
 			return nil, fmt.Errorf("%w: server %q: %v before the %s could be sent", ErrUnavailable, u.cfg.Name, err, what)
 		}
 		err := request(s)
+		if te := tokenError(err); te != nil {
+			// No token the server takes: the request was not sent, and the session is
+			// sound (oauth.go).
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, te)
+		}
 		if err == nil || !transportFailed(err) {
 			// An answer, a result or a JSON-RPC error: what the server sent before it is
 			// handled first.

@@ -11,8 +11,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// dialHTTP returns the streamable HTTP transport of a new session. The headers are read from
-// their environment variables at every start, so a rotated credential is picked up by a restart.
+// dialHTTP returns the streamable HTTP transport of a new session. The headers and the OAuth
+// client secret are read from their environment variables at every start, so a rotated
+// credential is picked up by a restart. The requests carry only these credentials of the
+// gateway's own (oauth.go): none of a downstream client's.
 func (u *Upstream) dialHTTP(s *session) (mcp.Transport, error) {
 	endpoint, err := url.Parse(u.cfg.URL)
 	if err != nil {
@@ -22,6 +24,12 @@ func (u *Upstream) dialHTTP(s *session) (mcp.Transport, error) {
 	if err != nil {
 		return nil, err
 	}
+	var tokens *tokenSource
+	if o := u.cfg.OAuth; o != nil {
+		if tokens, err = u.tokenSource(o); err != nil {
+			return nil, err
+		}
+	}
 	s.release = u.httpTransport.CloseIdleConnections
 	u.output.newSession()
 	limit := u.maxResultBytes()
@@ -29,10 +37,14 @@ func (u *Upstream) dialHTTP(s *session) (mcp.Transport, error) {
 	if u.opts.Telemetry != nil {
 		base = &traceTransport{base: base, tel: u.opts.Telemetry}
 	}
+	base = &headerTransport{base: base, origin: origin(endpoint), header: header}
+	if tokens != nil {
+		base = &oauthTransport{base: base, origin: origin(endpoint), tokens: tokens}
+	}
 	return &mcp.StreamableClientTransport{
 		Endpoint: u.cfg.URL,
 		HTTPClient: &http.Client{Transport: &boundedTransport{
-			base:     &headerTransport{base: base, origin: origin(endpoint), header: header},
+			base:     base,
 			server:   u.cfg.Name,
 			limit:    limit,
 			log:      u.log,

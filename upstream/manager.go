@@ -249,7 +249,7 @@ func (m *Manager) Reconfigure(ctx context.Context, servers []config.Server) (res
 // the supervisor comes to read must be added here.
 func sameLaunch(a, b config.Server) bool {
 	return a.Name == b.Name && a.Command == b.Command && slices.Equal(a.Args, b.Args) && a.Cwd == b.Cwd &&
-		maps.Equal(a.Env, b.Env) && a.URL == b.URL && maps.Equal(a.HeadersEnv, b.HeadersEnv) &&
+		sameEnv(a, b) && a.URL == b.URL && maps.Equal(a.HeadersEnv, b.HeadersEnv) && a.OAuth.Equal(b.OAuth) &&
 		a.Physical == b.Physical && a.QueueSize == b.QueueSize &&
 		a.StartupTimeoutSec == b.StartupTimeoutSec && a.RestartBackoffMaxSec == b.RestartBackoffMaxSec &&
 		a.ProtocolVersion == b.ProtocolVersion && a.MaxResultBytes == b.MaxResultBytes

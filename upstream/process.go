@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,13 +65,14 @@ type process struct {
 	stderrDone chan struct{} // closed when stderr has been read to its end
 }
 
-// startProcess launches cfg.Command with cfg.Args in cfg.Cwd, with cfg.Env merged over the
-// gateway's environment, in a new process group. Each stderr line is logged and kept in tail.
+// startProcess launches cfg.Command with cfg.Args in cfg.Cwd, in the environment childEnv makes
+// for it (the base, what env_inherit names, cfg.Env; never the gateway's secrets), in a new
+// process group. Each stderr line is logged and kept in tail.
 // onExit is called with the exit status when the child has exited and been reaped.
 func startProcess(cfg config.Server, log *slog.Logger, tail *ring, onExit func(status string)) (*process, error) {
 	cmd := exec.Command(cfg.Command, cfg.Args...)
 	cmd.Dir = cfg.Cwd
-	cmd.Env = childEnv(cfg.Env)
+	cmd.Env = childEnv(cfg, os.Environ())
 	cmd.SysProcAttr = sysProcAttr()
 
 	// The pipes are plain *os.File, so exec starts no copying goroutines and Wait returns as
@@ -110,16 +109,6 @@ func startProcess(cfg config.Server, log *slog.Logger, tail *ring, onExit func(s
 	go p.readStderr(log, tail)
 	go p.wait(onExit)
 	return p, nil
-}
-
-// childEnv is the gateway's environment with extra merged over it; exec keeps the last value
-// of a duplicated key.
-func childEnv(extra map[string]string) []string {
-	env := os.Environ()
-	for _, k := range slices.Sorted(maps.Keys(extra)) {
-		env = append(env, k+"="+extra[k])
-	}
-	return env
 }
 
 func (p *process) wait(onExit func(string)) {

@@ -68,6 +68,7 @@ type Upstream struct {
 	dial func(*session) (mcp.Transport, error)
 	// httpTransport carries an HTTP server's requests; nil for stdio.
 	httpTransport *http.Transport
+	tokens        *tokenSource  // an HTTP server's OAuth token, across sessions; set by dial
 	pingInterval  time.Duration // how often an HTTP server is pinged
 
 	ready    atomic.Pointer[session] // the session calls go to; nil unless Ready

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/gateway"
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
@@ -120,8 +122,19 @@ func newAdminClient(cfg *config.Config, o *opsFlags, locked *store.LockedError) 
 	base := addr
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
+		if cfg.Gateway.TLS != nil {
+			base = "https://" + addr
+		}
 	}
 	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	tr := &http.Transport{DialContext: dialer.DialContext}
+	if cfg.Gateway.TLS != nil && strings.HasPrefix(base, "https://") {
+		// The gateway's own certificate, from gateway.tls.cert_file, is trusted at any address.
+		u, _ := url.Parse(base)
+		if tr.TLSClientConfig, err = gateway.ListenerClientTLS(cfg, u.Hostname()); err != nil {
+			return nil, fmt.Errorf("%s; its admin API serves TLS: %w", held, err)
+		}
+	}
 	return &adminClient{
 		base:        strings.TrimSuffix(base, "/"),
 		token:       token,
@@ -129,7 +142,7 @@ func newAdminClient(cfg *config.Config, o *opsFlags, locked *store.LockedError) 
 		held:        held,
 		// No overall timeout: an unlock waits for the upstream's restart and an audit export
 		// streams as long as the log is. The caller's context bounds both.
-		hc: &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}},
+		hc: &http.Client{Transport: tr},
 	}, nil
 }
 

@@ -106,6 +106,17 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if opts.AdminToken, err = adminToken(cfg); err != nil {
 			return err
 		}
+		// The admin API and metrics are served over TLS as serve's are: the CLI of an
+		// operator reaches this gateway by gateway.listen and gateway.tls alike.
+		var warnings []string
+		opts.TLS, warnings, err = gateway.LoadTLS(cfg)
+		for _, w := range warnings {
+			logger.Warn(w)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitError{1}
+		}
 	}
 	// The agent's metrics go on the gateway's registry; the transport reports its retries to
 	// them, so the model is built after the registry.
@@ -151,14 +162,14 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if ln != nil {
 		g.MountConsole(console.New(g, console.Options{Credentials: creds, Config: cfg, Logger: logger}))
-		stop := serveOperators(g, ln, creds, logger)
+		stop := serveOperators(g, ln, creds, opts.TLS, logger)
 		defer stop() // first: the admin API stops before the upstreams and the state file
 		list := []string{"approvals", "list"}
 		if addr != cfg.Gateway.Listen {
 			list = append(list, "--addr", ln.Addr().String())
 		}
-		fmt.Fprintf(stderr, "mcp-gateway agent: answer approvals with `%s` (admin API and metrics at http://%s)\n",
-			pastable.Command(list...), ln.Addr())
+		fmt.Fprintf(stderr, "mcp-gateway agent: answer approvals with `%s` (admin API and metrics at %s://%s)\n",
+			pastable.Command(list...), scheme(opts.TLS), ln.Addr())
 	}
 
 	runID, err := newRunID()
@@ -222,7 +233,7 @@ func newRunID() (string, error) {
 
 // serveOperators serves g's OperatorHandler on ln until the returned function is called, which
 // gives the requests in flight a moment and then closes every connection.
-func serveOperators(g *gateway.Gateway, ln net.Listener, creds []gateway.Credential, logger *slog.Logger) (stop func()) {
+func serveOperators(g *gateway.Gateway, ln net.Listener, creds []gateway.Credential, listenerTLS *gateway.ListenerTLS, logger *slog.Logger) (stop func()) {
 	srv, limited := g.NewOperatorServer(ln, creds)
 	done := make(chan struct{})
 	go func() {
@@ -231,7 +242,7 @@ func serveOperators(g *gateway.Gateway, ln net.Listener, creds []gateway.Credent
 			logger.Error("serving the admin API failed", "error", err)
 		}
 	}()
-	logger.Info("serving the admin API and metrics while the run lasts", "url", "http://"+ln.Addr().String())
+	logger.Info("serving the admin API and metrics while the run lasts", "url", scheme(listenerTLS)+"://"+ln.Addr().String())
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -240,4 +251,12 @@ func serveOperators(g *gateway.Gateway, ln net.Listener, creds []gateway.Credent
 		}
 		<-done
 	}
+}
+
+// scheme is the URL scheme of a listener served with listenerTLS (nil: none).
+func scheme(listenerTLS *gateway.ListenerTLS) string {
+	if listenerTLS != nil {
+		return "https"
+	}
+	return "http"
 }

@@ -68,6 +68,8 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	pastable.SetConfig(cfg.Path)
 	rep.File = cfg.Path
+	tlsProblems, tlsWarnings := gateway.CheckTLS(cfg) // the files of gateway.tls, which loading does not read
+	rep.Problems, rep.Warnings = append(rep.Problems, tlsProblems...), append(rep.Warnings, tlsWarnings...)
 	engine, err := gateway.CompilePolicies(cfg)
 	_, guardErr := gateway.BuildGuards(cfg)
 	if err != nil || guardErr != nil {
@@ -90,6 +92,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				cfg.Path, s.CommandLine, i, s.Name, ce.Command, ce.Why))
 		}
 	}
+	rep.Warnings = append(rep.Warnings, config.EnvWarnings(cfg)...)
 	servers, rules := len(cfg.Servers), len(engine.Rules())
 	rep.Servers, rep.ToolNames, rep.PolicyRules, rep.PolicyDefault = &servers, cfg.Gateway.ToolNames, &rules, cfg.Policies.Default
 	rep.StopTools = append(rep.StopTools, ex.stops...)

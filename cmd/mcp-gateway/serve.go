@@ -28,7 +28,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	stdio := fs.Bool("stdio", false, "serve one MCP session on stdin/stdout; HTTP is then off unless --listen is given")
 	listen := fs.String("listen", "", "serve HTTP on this address instead of gateway.listen")
 	requireAll := fs.Bool("require-all", false, "fail start-up when any upstream is not ready within its startup timeout")
-	insecureListen := fs.Bool("insecure-listen", false, "serve HTTP on an address other than loopback without auth.tokens: anyone who can reach it can call every tool")
+	insecureListen := fs.Bool("insecure-listen", false, "serve HTTP on an address other than loopback without auth.tokens (anyone who can reach it can call every tool) or without gateway.tls (tokens and calls travel in the clear)")
 	if err := fs.parseNone(args); err != nil {
 		return err
 	}
@@ -61,14 +61,39 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, err)
 		return exitError{1}
 	}
-	if addr != "" && len(creds) == 0 && !gateway.LoopbackListen(addr) {
-		if !*insecureListen {
-			fmt.Fprintf(stderr, "mcp-gateway serve: refusing to listen on %s without authentication: anyone who can reach that address could call the robot's tools.\n"+
-				"  Configure auth.tokens so that /mcp needs a bearer token, or listen on a loopback address (127.0.0.1),\n"+
-				"  or pass --insecure-listen if only trusted hosts can reach %s.\n", addr, addr)
+	// The listener's TLS is read only when there is a listener: a stdio gateway needs no key.
+	var listenerTLS *gateway.ListenerTLS
+	if addr != "" {
+		var warnings []string
+		listenerTLS, warnings, err = gateway.LoadTLS(cfg)
+		for _, w := range warnings {
+			logger.Warn(w)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, err)
 			return exitError{1}
 		}
-		logger.Warn("serving /mcp without authentication on an address other than loopback (--insecure-listen): anyone who can reach it can call every tool", "listen", addr)
+	}
+	if addr != "" && !gateway.LoopbackListen(addr) {
+		switch {
+		case !gateway.AuthOn(cfg, creds) && !listenerTLS.ClientCertificates():
+			if !*insecureListen {
+				fmt.Fprintf(stderr, "mcp-gateway serve: refusing to listen on %s without authentication: anyone who can reach that address could call the robot's tools.\n"+
+					"  Configure auth.tokens or auth.oidc so that /mcp needs a bearer token, or listen on a loopback address (127.0.0.1),\n"+
+					"  or pass --insecure-listen if only trusted hosts can reach %s.\n", addr, addr)
+				return exitError{1}
+			}
+			logger.Warn("serving /mcp without authentication on an address other than loopback (--insecure-listen): anyone who can reach it can call every tool", "listen", addr)
+		case listenerTLS == nil:
+			if !*insecureListen {
+				fmt.Fprintf(stderr, "mcp-gateway serve: refusing to listen on %s without TLS: the bearer tokens, and every call's arguments and results, would travel in the clear,\n"+
+					"  and anyone on the network path could read a token and call the robot's tools with it.\n"+
+					"  Configure gateway.tls (cert_file, key_file), or listen on a loopback address (127.0.0.1) behind a TLS proxy on this machine,\n"+
+					"  or pass --insecure-listen if the network to %s is itself protected (a VPN, a private link).\n", addr, addr)
+				return exitError{1}
+			}
+			logger.Warn("serving HTTP without TLS on an address other than loopback (--insecure-listen): bearer tokens and calls travel in the clear", "listen", addr)
+		}
 	}
 	gv, err := openGovernance(cfg, logger, stderr, tel)
 	if locked := (*store.LockedError)(nil); *stdio && errors.As(err, &locked) {
@@ -87,7 +112,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	opts := gateway.Options{Logger: logger, RequireAll: *requireAll, Store: gv.store, Registry: gv.registry, AdminToken: token, Policies: gv.policies, Guards: gv.guards,
-		Telemetry: tel}
+		Telemetry: tel, TLS: listenerTLS}
 	if addr == "" {
 		opts.NoApprover = "this gateway serves stdio only (--stdio without --listen), so no operator can reach its admin API to answer; " +
 			"start the gateway with an HTTP listener: add --listen HOST:PORT to mcp-gateway serve --stdio"
@@ -127,14 +152,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		g.MountConsole(console.New(g, console.Options{Credentials: creds, Config: cfg, Logger: logger}))
 		srv, limited = g.NewHTTPServer(ln, creds)
 		go func() { errc <- srv.Serve(limited) }()
-		url := "http://" + ln.Addr().String() + "/mcp"
+		base := "http://" + ln.Addr().String()
+		if listenerTLS != nil {
+			base = "https://" + ln.Addr().String()
+			logger.Info("serving over TLS", "certificate", listenerTLS.Describe(), "client_auth", listenerTLS.ClientAuth())
+		}
+		url := base + "/mcp"
 		logger.Info("serving MCP over streamable HTTP", "url", url)
 		if !*stdio {
 			fmt.Fprintf(stderr, "\nmcp-gateway is serving %d tools at %s\n"+
 				"  Connect any MCP client with the streamable HTTP transport to that URL, for example the MCP Inspector:\n"+
 				"    npx @modelcontextprotocol/inspector  (Transport: Streamable HTTP, URL: %s)\n"+
-				"  Operator console: http://%s/console  Health: http://%s/healthz  Readiness: http://%s/readyz\n  Stop with Ctrl-C.\n\n",
-				len(g.Catalog().Tools()), url, url, ln.Addr(), ln.Addr(), ln.Addr())
+				"  Operator console: %s/console  Health: %s/healthz  Readiness: %s/readyz\n  Stop with Ctrl-C.\n\n",
+				len(g.Catalog().Tools()), url, url, base, base, base)
 		}
 	}
 	if *stdio {
