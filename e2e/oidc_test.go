@@ -356,24 +356,27 @@ func TestOIDCInspectorWithATokenOfTheProvider(t *testing.T) {
 	if r := auditJSONL(t, "-c", cfg, "--tool", "robot__wait"); len(r) != 1 || r[0].Principal != plannerSub {
 		t.Errorf("audit records of the Inspector's call: %+v, want one of principal %s", r, plannerSub)
 	}
-	_ = gw
+	if strings.Contains(gw.stderr.String(), tok) {
+		t.Errorf("the gateway logged the access token")
+	}
 }
 
 // TestOIDCInspectorSignsInThroughTheMetadata: the MCP Inspector's CLI, given only the gateway's
-// URL and a client id registered at the provider, is refused with 401, reads the metadata the
-// challenge names, finds the provider there, and runs its OAuth flow: the authorization-code
-// grant with PKCE and the resource parameter, the test acting as the browser that signs the
-// example user in at the provider's login page. It then calls the tool with the token it got,
-// and the user's subject is the principal of the audit record.
+// URL and a client id registered at the provider, is refused with 401, reads the gateway's
+// Protected Resource Metadata (which the challenge names, and which alone names the provider),
+// then the provider's metadata, and runs its OAuth flow: the authorization-code grant with PKCE
+// and the resource parameter, the test acting as the browser that signs the example user in at
+// the provider's login page. It then calls the tool with the token it got, and the user's
+// subject is the principal of the audit record.
 //
 // The Inspector's CLI (2.12) has no client-credentials flow: its OAuth is the authorization-code
-// grant (with a static --client-id, dynamic registration or a client metadata document), and
-// it needs a TTY or MCP_AUTO_OPEN_ENABLED=true to start it.
+// grant (with a static --client-id and optional --client-secret, dynamic registration, or a
+// client metadata document), and without a TTY it starts it only with MCP_AUTO_OPEN_ENABLED=true.
+// The provider offers no dynamic registration, so the client id is registered with it.
 func TestOIDCInspectorSignsInThroughTheMetadata(t *testing.T) {
 	node, cli := inspectorCLI(t)
 	callback := "http://" + freeAddr(t) + "/oauth/callback"
-	op, gw, cfg, resource := oidcSetup(t, append([]string{"-native-client", "id=mcp-inspector;redirect=" + callback + ";scopes=mcp:tools"}, oidcClients...)...)
-	_ = gw
+	op, _, cfg, resource := oidcSetup(t, append([]string{"-native-client", "id=mcp-inspector;redirect=" + callback + ";scopes=mcp:tools"}, oidcClients...)...)
 
 	// The Inspector is ended as soon as the sign-in fails: it would wait for its callback.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
