@@ -42,7 +42,7 @@ const (
 	readerSecret  = "reader-app-secret-8d2b4c6e"
 	shortApp      = "short-app"
 	shortSecret   = "short-app-secret-5a7f9e1b"
-	shortLife     = 3 * time.Second
+	shortLife     = 5 * time.Second
 )
 
 var oidcClients = []string{
