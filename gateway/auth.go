@@ -279,9 +279,7 @@ func newVerifier(cfg *config.Config, logger *slog.Logger) (*idp.Verifier, error)
 func tokenReserved(cfg *config.Config) []string {
 	reserved := reservedPrincipals(cfg)
 	if t := cfg.Gateway.TLS; t != nil {
-		for _, name := range slices.Sorted(maps.Keys(t.ClientRoles)) {
-			reserved = append(reserved, name)
-		}
+		reserved = append(reserved, slices.Sorted(maps.Keys(t.ClientRoles))...)
 	}
 	return reserved
 }
