@@ -17,7 +17,9 @@ import (
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
-// Sign-in. A person pastes a bearer token of auth.tokens (or the admin token) once; the console
+// Sign-in. A person pastes a bearer token of auth.tokens (or the admin token, or with
+// auth.oidc an access token of the identity provider, the sign-in then ending when the token
+// expires) once; the console
 // answers with a session cookie and never sees the token again. The cookie is HttpOnly (no
 // script reads it), SameSite=Strict (no other site's page sends it), Secure over TLS, scoped to
 // /console, and expires with the session. Every state-changing request also carries the
@@ -53,7 +55,7 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func (s *sessions) start(p gateway.Principal) *session {
+func (s *sessions) start(p gateway.Principal, until time.Time) *session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -71,7 +73,12 @@ func (s *sessions) start(p gateway.Principal) *session {
 		}
 		delete(s.m, oldest.id)
 	}
-	ss := &session{id: randomHex(32), principal: p, csrf: randomHex(32), expires: now.Add(s.ttl)}
+	expires := now.Add(s.ttl)
+	if !until.IsZero() && until.Before(expires) {
+		// An identity provider's token: the sign-in lasts no longer than the token would.
+		expires = until
+	}
+	ss := &session{id: randomHex(32), principal: p, csrf: randomHex(32), expires: expires}
 	s.m[ss.id] = ss
 	return ss
 }
@@ -246,9 +253,10 @@ func (c *Console) serveLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ip := clientIP(r)
-	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
+	// An identity provider's access token may be long (identity.MaxTokenBytes is 16 KB).
+	r.Body = http.MaxBytesReader(w, r.Body, 20<<10)
 	token := strings.TrimSpace(r.PostFormValue("token"))
-	p := c.g.Authenticate(c.creds, token)
+	p, until := c.g.Authenticate(r.Context(), c.creds, token)
 	// The throttle slows guessers down and never keeps out a person with a valid token: bad
 	// sign-ins from a shared address (a reverse proxy) must not lock an operator out of HALT.
 	// Tokens are long random strings, so checking one while throttled teaches a guesser nothing.
@@ -267,7 +275,7 @@ func (c *Console) serveLogin(w http.ResponseWriter, r *http.Request) {
 		c.refuseSignin(w, r, ip, p.ID, fmt.Sprintf("principal %s has neither role %s nor %s", p.ID, config.RoleAdmin, config.RoleViewer))
 		return
 	}
-	ss := c.sessions.start(*p)
+	ss := c.sessions.start(*p, until)
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: ss.id, Path: "/console", Expires: ss.expires, MaxAge: int(time.Until(ss.expires).Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
@@ -283,7 +291,7 @@ func (c *Console) refuseSignin(w http.ResponseWriter, r *http.Request, ip, princ
 	c.audit(r, store.Record{Type: store.RecordOperator, Action: "console_signin", Principal: principal, Outcome: "refused", Reason: why,
 		Detail: map[string]any{"remote": ip}})
 	c.log.Warn("console: sign-in refused", "remote", ip, "reason", why)
-	c.renderLogin(w, http.StatusUnauthorized, "Sign-in refused: use a token of auth.tokens with role admin or viewer.")
+	c.renderLogin(w, http.StatusUnauthorized, "Sign-in refused: use a token of auth.tokens, or an access token of the identity provider, with role admin or viewer.")
 }
 
 func (c *Console) serveLogout(w http.ResponseWriter, r *http.Request) {

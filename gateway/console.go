@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
@@ -17,9 +19,22 @@ import (
 func (g *Gateway) MountConsole(h http.Handler) { g.console = h }
 
 // Authenticate is the principal whose bearer token is token, among creds and the admin token,
-// compared as /admin compares them (in constant time, on digests); nil when none matches.
-func (g *Gateway) Authenticate(creds []Credential, token string) *Principal {
-	return matchToken(withAdminToken(creds, g.opts.AdminToken), token)
+// compared as /admin compares them (in constant time, on digests), or, with auth.oidc, the
+// principal of the identity provider's access token, with its roles; nil when none is. until
+// is when the principal's standing ends: the provider's token's expiry, zero for a static
+// token (which stands until the config changes).
+func (g *Gateway) Authenticate(ctx context.Context, creds []Credential, token string) (p *Principal, until time.Time) {
+	if p := matchToken(withAdminToken(creds, g.opts.AdminToken), token); p != nil {
+		return p, time.Time{}
+	}
+	if g.oidc == nil || strings.Count(token, ".") != 2 {
+		return nil, time.Time{}
+	}
+	ip, err := g.oidc.Verify(ctx, token)
+	if err != nil {
+		return nil, time.Time{}
+	}
+	return &Principal{ID: ip.ID, Roles: ip.Roles}, ip.Expiry
 }
 
 // DecideApproval approves or denies a pending request on the operator's word, as POST

@@ -314,3 +314,36 @@ func TestNoTokenPassthrough(t *testing.T) {
 		}
 	}
 }
+
+// The console signs people in through Authenticate: with auth.oidc, an access token of the
+// provider stands for its principal and roles until the token's expiry; a static token stands
+// with no end; anything else stands for no one.
+func TestAuthenticateTakesTheProvidersTokens(t *testing.T) {
+	p := identitytest.NewProvider(t, oidcResource)
+	_, _, g := oidcGateway(t, p, "servers: [{name: arm, command: arm}]", false)
+	viewer := p.Issue(t, func(s *identitytest.Settings) {
+		s.Subject = "vera"
+		s.Lifetime = 3 * time.Minute
+		s.Claims = map[string]any{"realm_access": map[string]any{"roles": []string{"viewer"}}}
+	}, "mcp:tools")
+	got, until := g.Authenticate(context.Background(), nil, viewer)
+	if got == nil || got.ID != "vera" || !got.HasRole("viewer") {
+		t.Fatalf("Authenticate(the provider's token) = %+v", got)
+	}
+	if left := time.Until(until); left <= 2*time.Minute || left > 3*time.Minute+time.Second {
+		t.Errorf("the token's standing ends in %v, want its expiry about 3 minutes from now", left)
+	}
+	if got, _ := g.Authenticate(context.Background(), nil, viewer[:len(viewer)-2]+"AA"); got != nil {
+		t.Errorf("a token with another signature stands for %+v", got)
+	}
+	if got, _ := g.Authenticate(context.Background(), nil, "not.a.token"); got != nil {
+		t.Errorf("not.a.token stands for %+v", got)
+	}
+	creds, err := LoadCredentials(g.cfg, lookupIn(authEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, until := g.Authenticate(context.Background(), creds, operatorToken); got == nil || !until.IsZero() {
+		t.Errorf("the static operator token: %+v until %v, want a principal with no end", got, until)
+	}
+}
