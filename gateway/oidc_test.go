@@ -347,3 +347,22 @@ func TestAuthenticateTakesTheProvidersTokens(t *testing.T) {
 		t.Errorf("the static operator token: %+v until %v, want a principal with no end", got, until)
 	}
 }
+
+// serve refuses an open address without authentication: auth.oidc alone is authentication.
+func TestAuthOn(t *testing.T) {
+	oidc := &config.Config{Auth: config.Auth{OIDC: &config.OIDC{Issuer: "https://idp.example.com"}}}
+	for _, c := range []struct {
+		name  string
+		cfg   *config.Config
+		creds []Credential
+		want  bool
+	}{
+		{"nothing", &config.Config{}, nil, false},
+		{"auth.tokens", &config.Config{}, []Credential{NewCredential(Principal{ID: "ops"}, "ops-token-0123456789")}, true},
+		{"auth.oidc alone", oidc, nil, true},
+	} {
+		if got := AuthOn(c.cfg, c.creds); got != c.want {
+			t.Errorf("%s: AuthOn = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
