@@ -100,7 +100,22 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var telWarnings []string
 	rep.Telemetry, telWarnings = checkTelemetry(cfg, os.Getenv)
 	rep.Warnings = append(rep.Warnings, telWarnings...)
+	rep.Warnings = append(rep.Warnings, oauthSecretWarnings(cfg, os.Getenv)...)
 	return printCheck(stdout, stderr, fs.output(), rep)
+}
+
+// oauthSecretWarnings warns of a servers[].oauth.client_secret_env variable that is not set in
+// check's environment, which may not be the gateway's: serve would not start that server's
+// connection without it. The value is never read further than whether it is empty.
+func oauthSecretWarnings(cfg *config.Config, getenv func(string) string) []string {
+	var warnings []string
+	for i, s := range cfg.Servers {
+		if o := s.OAuth; o != nil && o.ClientSecretEnv != "" && getenv(o.ClientSecretEnv) == "" {
+			warnings = append(warnings, fmt.Sprintf("%s:%d: servers[%d] (%s): oauth.client_secret_env: warning: names the environment variable %s, which is not set here; the gateway could not get a token for this server without it",
+				cfg.Path, s.Line, i, s.Name, o.ClientSecretEnv))
+		}
+	}
+	return warnings
 }
 
 // checkTelemetry says where a gateway started with cfg in the environment getenv reads would

@@ -878,7 +878,11 @@ func runningGatewayURL(cfg *config.Config, argv []string, local string) string {
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = local
 	}
-	return "http://" + net.JoinHostPort(host, port) + "/mcp"
+	scheme := "http"
+	if cfg.Gateway.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port) + "/mcp"
 }
 
 // flagValue finds -name or --name in a command line and returns its value: "-name=V", or

@@ -614,6 +614,10 @@ func TestConnectRunningGatewayURL(t *testing.T) {
 			t.Errorf("%v: %q, want %q", tc.argv, got, tc.want)
 		}
 	}
+	cfg.Gateway.TLS = &config.TLS{CertFile: "server.crt", KeyFile: "server.key"}
+	if got := runningGatewayURL(cfg, []string{"mcp-gateway", "serve"}, "127.0.0.1"); got != "https://127.0.0.1:8080/mcp" {
+		t.Errorf("with gateway.tls: %q, want https://127.0.0.1:8080/mcp", got)
+	}
 	cfg.Gateway.Listen = ""
 	if got := runningGatewayURL(cfg, []string{"mcp-gateway", "serve"}, "127.0.0.1"); got != "" {
 		t.Errorf("gateway.listen empty: %q", got)

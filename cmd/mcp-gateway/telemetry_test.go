@@ -184,3 +184,23 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// check warns of an oauth.client_secret_env variable that is not set where it runs, naming the
+// variable and never a value.
+func TestCheckWarnsOfAnUnsetOAuthSecret(t *testing.T) {
+	cfg := &config.Config{Path: "robot.yaml", Servers: []config.Server{
+		{Name: "cloud", Line: 7, URL: "https://cloud.example.com/mcp", OAuth: &config.UpstreamOAuth{ClientSecretEnv: "CLOUD_SECRET"}},
+		{Name: "vision", Line: 12, URL: "https://vision.example.com/mcp", OAuth: &config.UpstreamOAuth{ClientSecretEnv: "VISION_SECRET"}},
+		{Name: "arm", Line: 15, Command: "arm"},
+	}}
+	env := map[string]string{"VISION_SECRET": "s3cret-value"}
+	got := oauthSecretWarnings(cfg, func(k string) string { return env[k] })
+	if len(got) != 1 || !strings.Contains(got[0], "robot.yaml:7:") || !strings.Contains(got[0], "CLOUD_SECRET") {
+		t.Errorf("warnings = %q, want one for cloud's CLOUD_SECRET at line 7", got)
+	}
+	for _, w := range got {
+		if strings.Contains(w, "s3cret-value") {
+			t.Errorf("a warning shows a secret: %s", w)
+		}
+	}
+}
