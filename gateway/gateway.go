@@ -22,6 +22,7 @@ import (
 	"github.com/mcp-gateway/mcp-gateway/governor"
 	"github.com/mcp-gateway/mcp-gateway/guards"
 	idp "github.com/mcp-gateway/mcp-gateway/identity"
+	"github.com/mcp-gateway/mcp-gateway/limits"
 	"github.com/mcp-gateway/mcp-gateway/policies"
 	"github.com/mcp-gateway/mcp-gateway/store"
 	"github.com/mcp-gateway/mcp-gateway/telemetry"
@@ -102,6 +103,8 @@ type Gateway struct {
 
 	callPrefix string
 	callSeq    atomic.Uint64
+
+	recent *limits.Recent // the recent calls policies see as rate; kept across reloads
 }
 
 // New builds a gateway for cfg. Nothing starts until Start. It fails when the config's policies
@@ -122,6 +125,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		names = append(names, s.Name)
 	}
 	g.inFlight = newInFlight(names)
+	g.recent = limits.NewRecent(nil)
 	g.guards = opts.Guards
 	if g.guards == nil {
 		g.guards = &GuardSets{}
