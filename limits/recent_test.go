@@ -2,6 +2,7 @@ package limits
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -213,4 +214,28 @@ func BenchmarkRecentCallParallel(b *testing.B) {
 			r.Note(p, p, "robot", true)
 		}
 	})
+}
+
+// TestRecentMemoryPerKey holds the documented bound: about 1 KB per name seen in the last hour.
+func TestRecentMemoryPerKey(t *testing.T) {
+	const n = 20000
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("session-%08d", i)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	r := NewRecent(nil)
+	for _, name := range names {
+		r.Note("", name, "", false)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := float64(after.HeapAlloc-before.HeapAlloc) / n
+	t.Logf("%.0f bytes per key", per)
+	if per > 1200 {
+		t.Fatalf("%.0f bytes per key, documented as about 1 KB", per)
+	}
+	runtime.KeepAlive(r)
 }
