@@ -30,20 +30,20 @@ type Rate struct {
 // within those bounds.
 //
 // Memory: each name seen in the last hour holds one window of about 1 KB; a name without a call
-// for an hour expires (its counts are all zero by then), swept at most once a minute per shard
+// for an hour expires (its counts are all zero by then), swept at most once a minute per recentShard
 // when calls are noted. Counts never creates a window. Counters live in memory: they survive a
 // config reload (the gateway keeps one Recent) but not a restart.
 type Recent struct {
 	now    func() time.Time
 	seed   maphash.Seed
-	shards [numShards]shard
+	shards [numShards]recentShard
 }
 
 const (
 	numShards = 32
 	// idleAfter is how long a window lives without a call: by then it counts nothing.
 	idleAfter = int64(time.Hour / time.Second)
-	// sweepEvery is how often (in seconds) a shard looks for idle windows.
+	// sweepEvery is how often (in seconds) a recentShard looks for idle windows.
 	sweepEvery = 60
 )
 
@@ -60,25 +60,25 @@ type key struct {
 	name  string
 }
 
-type shard struct {
+type recentShard struct {
 	mu        sync.Mutex
 	windows   map[key]*window
 	lastSweep int64 // unix second of the last sweep
 }
 
-// bucket is the calls of one second (minute ring) or one minute (hour ring).
-type bucket struct {
+// slot is the calls of one second (minute ring) or one minute (hour ring).
+type slot struct {
 	calls, physical uint32
 }
 
-// window is the rings of one name. last is the unix second of the newest note; every bucket
+// window is the rings of one name. last is the unix second of the newest note; every slot
 // older than a ring's span from it has been cleared, and the sums are the rings' totals.
 type window struct {
 	last   int64 // unix second of the newest note
-	sec    [60]bucket
-	min    [60]bucket
-	sumSec bucket
-	sumMin bucket
+	sec    [60]slot
+	min    [60]slot
+	sumSec slot
+	sumMin slot
 }
 
 // NewRecent returns an empty Recent reading the time from now (time.Now when nil).
@@ -125,7 +125,7 @@ func (r *Recent) Len() int {
 	return n
 }
 
-func (r *Recent) shard(name string) *shard {
+func (r *Recent) recentShard(name string) *recentShard {
 	return &r.shards[maphash.String(r.seed, name)%numShards]
 }
 
@@ -133,7 +133,7 @@ func (r *Recent) counts(sc scope, name string, t int64) Counts {
 	if name == "" {
 		return Counts{}
 	}
-	s := r.shard(name)
+	s := r.recentShard(name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := s.windows[key{sc, name}]
@@ -172,7 +172,7 @@ func (r *Recent) note(sc scope, name string, t int64, physical bool) {
 	if name == "" {
 		return
 	}
-	s := r.shard(name)
+	s := r.recentShard(name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := key{sc, name}
@@ -215,26 +215,26 @@ func (w *window) advance(t int64) {
 		return
 	}
 	if t-w.last >= 60 {
-		w.sec, w.sumSec = [60]bucket{}, bucket{}
+		w.sec, w.sumSec = [60]slot{}, slot{}
 	} else {
 		for s := w.last + 1; s <= t; s++ {
 			w.sumSec.sub(w.sec[mod60(s)])
-			w.sec[mod60(s)] = bucket{}
+			w.sec[mod60(s)] = slot{}
 		}
 	}
 	lm, tm := floorDiv(w.last, 60), floorDiv(t, 60)
 	if tm-lm >= 60 {
-		w.min, w.sumMin = [60]bucket{}, bucket{}
+		w.min, w.sumMin = [60]slot{}, slot{}
 	} else {
 		for m := lm + 1; m <= tm; m++ {
 			w.sumMin.sub(w.min[mod60(m)])
-			w.min[mod60(m)] = bucket{}
+			w.min[mod60(m)] = slot{}
 		}
 	}
 	w.last = t
 }
 
-func (b *bucket) sub(o bucket) {
+func (b *slot) sub(o slot) {
 	b.calls -= o.calls
 	b.physical -= o.physical
 }
