@@ -57,6 +57,7 @@ func (d *decoder) check(cfg *Config) {
 	d.checkAuth(cfg)
 	d.checkLLM(cfg)
 	d.checkTelemetry(&cfg.Telemetry)
+	d.checkLimits(cfg)
 	seen := map[string]int{} // server name -> index of its first server
 	for i := range cfg.Servers {
 		d.checkServer(cfg, i, dir, seen)

@@ -16,6 +16,8 @@ type Config struct {
 	LLM        LLM        `yaml:"llm" json:"llm,omitempty" jsonschema:"description=The model and loop options of the built-in agent (mcp-gateway agent)."`
 	// Experience maps a tool's public or upstream name to notes the agent appends to its
 	// description at the start of a run.
+	// Limits are rate and concurrency limits on tool calls (config/limits.go).
+	Limits     []Limit           `yaml:"limits" json:"limits,omitempty" jsonschema:"description=Rate and concurrency limits on tool calls per principal\\, session\\, server\\, tool or globally."`
 	Experience map[string]string `yaml:"experience" json:"experience,omitempty" jsonschema:"description=Tool name to notes appended to its description for the built-in agent (Tool Experience)."`
 
 	// Path is the file the configuration was read from ("" when built in code).

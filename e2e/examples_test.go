@@ -53,6 +53,8 @@ var gatewayMetrics = map[string]gatewayMetric{
 	"mcp_gateway_policy_rule_errors_total":       {labels: []string{"rule"}},
 	"mcp_gateway_policy_stop_ignored_total":      {labels: []string{"rule", "effect"}},
 	"mcp_gateway_approvals_pending":              {},
+	"mcp_gateway_rate_limited_total":             {labels: []string{"limit", "mode"}},
+	"mcp_gateway_limit_in_flight":                {labels: []string{"limit"}},
 	"mcp_gateway_approval_notify_failures_total": {labels: []string{"channel"}},
 	"mcp_gateway_guard_findings_total":           {labels: []string{"guard", "stage", "action", "mode"}},
 	"mcp_gateway_guard_errors_total":             {labels: []string{"guard", "stage", "fail_mode"}},

@@ -22,6 +22,7 @@ import (
 	"github.com/mcp-gateway/mcp-gateway/governor"
 	"github.com/mcp-gateway/mcp-gateway/guards"
 	idp "github.com/mcp-gateway/mcp-gateway/identity"
+	"github.com/mcp-gateway/mcp-gateway/limits"
 	"github.com/mcp-gateway/mcp-gateway/policies"
 	"github.com/mcp-gateway/mcp-gateway/store"
 	"github.com/mcp-gateway/mcp-gateway/telemetry"
@@ -68,17 +69,21 @@ type Gateway struct {
 	log  *slog.Logger
 	ups  *upstream.Manager
 
-	catalog   atomic.Pointer[Catalog]
-	counts    atomic.Pointer[map[string]ToolCounts] // what the last rebuild made of each server's tools
-	schemas   *schemaCache
-	lockouts  *lockoutView // under the lockout_scope in force
-	approvals *governor.Approvals
-	notifier  *liveNotifier // the approval channel in force
-	sessions  *sessions
-	inFlight  *inFlight
-	shutdown  shutdown    // refuses new calls and cancels late ones at shutdown (shutdown.go)
-	callers   callerWatch // cancels the calls of an HTTP client that left (callerwatch.go)
-	fast      fastPath    // tools/call from HTTP clients served without the SDK (fastcall.go)
+	catalog  atomic.Pointer[Catalog]
+	counts   atomic.Pointer[map[string]ToolCounts] // what the last rebuild made of each server's tools
+	schemas  *schemaCache
+	lockouts *lockoutView // under the lockout_scope in force
+	// limiter holds the limits in force (config limits). New and Reload set it, under
+	// reloadMu, before they build the chain that holds it.
+	limiter      *limits.Limiter
+	limitMetrics *limits.Metrics
+	approvals    *governor.Approvals
+	notifier     *liveNotifier // the approval channel in force
+	sessions     *sessions
+	inFlight     *inFlight
+	shutdown     shutdown    // refuses new calls and cancels late ones at shutdown (shutdown.go)
+	callers      callerWatch // cancels the calls of an HTTP client that left (callerwatch.go)
+	fast         fastPath    // tools/call from HTTP clients served without the SDK (fastcall.go)
 
 	guards       *GuardSets // in force; read and replaced under syncMu
 	guardMetrics *guards.Metrics
@@ -102,6 +107,8 @@ type Gateway struct {
 
 	callPrefix string
 	callSeq    atomic.Uint64
+
+	recent *limits.Recent // the recent calls policies see as rate; kept across reloads
 }
 
 // New builds a gateway for cfg. Nothing starts until Start. It fails when the config's policies
@@ -122,6 +129,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		names = append(names, s.Name)
 	}
 	g.inFlight = newInFlight(names)
+	g.recent = limits.NewRecent(nil)
 	g.guards = opts.Guards
 	if g.guards == nil {
 		g.guards = &GuardSets{}
@@ -130,6 +138,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		// Once: every chain a reload builds counts into the same collectors.
 		g.guardMetrics = guards.NewMetrics(opts.Registry)
 		g.metrics = chainMetrics{calls: governor.NewMetrics(opts.Registry), policies: governor.NewPolicyMetrics(opts.Registry)}
+		g.limitMetrics = limits.NewMetrics(opts.Registry)
 		if cfg.Auth.OIDC != nil {
 			g.metrics.calls.BoundPrincipals(reservedPrincipals(cfg), oidcPrincipalLabel)
 		}
@@ -178,6 +187,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		upOpts.Admit = g.lockouts.admit(g.physical)
 	}
 	g.ups = upstream.NewManager(cfg.Servers, upOpts)
+	g.limiter = limits.New(cfg.Limits, limits.Options{Metrics: g.limitMetrics})
 	g.live.Store(&generation{cfg: cfg, chain: g.buildChain(cfg, engine, g.guards, lockouts), guards: g.guards})
 	if opts.Registry != nil {
 		registerGatewayMetrics(opts.Registry, g)
@@ -253,6 +263,9 @@ func (g *Gateway) buildChain(cfg *config.Config, engine *policies.Engine, sets *
 		governor.Resolve(g),
 		governor.CheckStore(st.Available),
 		governor.CheckLockout(lockouts),
+		// Right after the lockout: a call over a limit costs almost nothing and reaches
+		// neither validation, guards, policies nor its server.
+		governor.Limit(g.limiter),
 		g.inFlight.admitStep(),
 		governor.Validate(redact),
 		governor.GuardCall(sets.ToolCall, guarding),

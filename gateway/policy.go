@@ -37,9 +37,13 @@ func CompilePolicies(cfg *config.Config) (*policies.Engine, error) {
 	return engine, nil
 }
 
-// policyInput builds what the rules see of a call from the call and the gateway's state.
+// policyInput builds what the rules see of a call from the call and the gateway's state. It
+// notes the call in g.recent after reading the counts, so the call is in the rate of the calls
+// after it, not in its own.
 func (g *Gateway) policyInput(c *governor.Call) *policies.Input {
 	t := c.Tool
+	r := g.recent.Counts(c.Principal, c.Session, t.Server)
+	g.recent.Note(c.Principal, c.Session, t.Server, t.Physical())
 	in := &policies.Input{
 		Tool: c.Name, Server: t.Server, UpstreamTool: t.Upstream, Args: c.Args,
 		Principal: policies.Principal{ID: c.Principal, Roles: c.Roles},
@@ -47,6 +51,8 @@ func (g *Gateway) policyInput(c *governor.Call) *policies.Input {
 		ToolMeta:  policies.ToolMeta{Physical: t.Physical(), Evaluated: t.Evaluated, Annotations: t.Annotations},
 		Labels:    c.Labels,
 		State:     policies.State{InFlight: g.inFlight.get(t.Server)},
+		Rate: policies.Rate{Principal: policies.RateCounts(r.Principal), Session: policies.RateCounts(r.Session),
+			Server: policies.RateCounts(r.Server)},
 	}
 	if g.lockouts != nil && t.Physical() {
 		_, in.State.Locked = g.lockouts.For(t.Server)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/governor"
+	"github.com/mcp-gateway/mcp-gateway/limits"
 	"github.com/mcp-gateway/mcp-gateway/store"
 	"github.com/mcp-gateway/mcp-gateway/upstream"
 )
@@ -55,7 +56,7 @@ type ReloadReport struct {
 var reloadApplied = map[string]bool{
 	"servers": true, "audit": true, "policies": true, "guardrails": true,
 	"gateway.tool_names": true, "gateway.lockout_scope": true, "gateway.tls": true, // tls: as reloadTLS says
-	"approvals.use": true, "approvals.webhook": true,
+	"approvals.use": true, "approvals.webhook": true, "limits": true,
 }
 
 // reloadSplit are the sections whose changes are named key by key: those of which a reload
@@ -110,7 +111,7 @@ func (g *Gateway) ReloadFile(ctx context.Context, by string) (ReloadReport, erro
 // on any problem it returns an error listing every one and nothing has changed.
 //
 // Then policies, guards, tool filters, hidden tools, overrides, tool_names, lockout_scope,
-// audit.redact_keys and the approval channel change at once: calls that start afterwards run
+// audit.redact_keys, limits and the approval channel change at once: calls that start afterwards run
 // under the new rules, calls in flight finish under the old ones. The catalog is rebuilt (clients
 // get tools/list_changed). Servers are restarted, started and stopped as
 // upstream.Manager.Reconfigure does; calls in flight on a restarted or stopped server fail as
@@ -160,6 +161,9 @@ func (g *Gateway) Reload(ctx context.Context, cfg *config.Config) (ReloadReport,
 	if st := g.opts.Store; st != nil {
 		lockouts = governor.NewLockouts(st, cfg.Gateway.LockoutScope)
 	}
+	// Limits whose id, per, rate, burst and concurrent are unchanged keep their counters and
+	// the calls they hold in flight; the others start afresh.
+	g.limiter = limits.New(cfg.Limits, limits.Options{Previous: g.limiter, Metrics: g.limitMetrics})
 	chain := g.buildChain(cfg, engine, sets, lockouts)
 
 	g.syncMu.Lock()

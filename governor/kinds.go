@@ -45,6 +45,10 @@ const (
 	// call could not be recorded: it is refused before anything is sent, or, if it had already
 	// run, its result is withheld.
 	KindAuditUnavailable Kind = "audit_unavailable"
+	// KindRateLimited: a limit (config limits) refused the call before anything was sent: too
+	// many calls in its window, or too many in flight. The envelope names the limit, the window
+	// and retry_after_sec.
+	KindRateLimited Kind = "rate_limited"
 )
 
 // Kinds are the failure kinds above, for messages that name them and for "did you mean". A new
@@ -53,7 +57,7 @@ var Kinds = []Kind{
 	KindUnknownTool, KindHiddenTool, KindExecutionStatusUnknown, KindInvalidArguments, KindGuardBlocked,
 	KindPolicyDenied, KindApprovalDenied, KindApprovalExpired, KindUpstreamUnavailable, KindUpstreamBusy,
 	KindUpstreamError, KindProtocolViolation, KindMissingRunID, KindDefinitionChanged, KindOneToolPerTurn,
-	KindModelRefusal, KindCancelled, KindAuditUnavailable,
+	KindModelRefusal, KindCancelled, KindAuditUnavailable, KindRateLimited,
 }
 
 // Outcome labels for calls that did not fail in the gateway. They appear in metrics and audit

@@ -15,6 +15,8 @@ const (
 	sessionType   = "Session"
 	toolMetaType  = "ToolMeta"
 	stateType     = "State"
+	rateType      = "Rate"
+	countsType    = "RateCounts"
 )
 
 // newEnv declares the variables and helpers of SPEC.md §8. The structured variables are Go
@@ -29,6 +31,8 @@ func newEnv() (*cel.Env, error) {
 			cel.NativeTypeFor[Session](tags, types.NativeTypeAlias(sessionType)),
 			cel.NativeTypeFor[ToolMeta](tags, types.NativeTypeAlias(toolMetaType)),
 			cel.NativeTypeFor[State](tags, types.NativeTypeAlias(stateType)),
+			cel.NativeTypeFor[Rate](tags, types.NativeTypeAlias(rateType)),
+			cel.NativeTypeFor[RateCounts](tags, types.NativeTypeAlias(countsType)),
 		),
 		cel.Variable("tool", cel.StringType),
 		cel.Variable("server", cel.StringType),
@@ -39,6 +43,7 @@ func newEnv() (*cel.Env, error) {
 		cel.Variable("tool_meta", cel.ObjectType(toolMetaType)),
 		cel.Variable("labels", cel.MapType(cel.StringType, cel.BoolType)),
 		cel.Variable("state", cel.ObjectType(stateType)),
+		cel.Variable("rate", cel.ObjectType(rateType)),
 		cel.Variable("now", cel.TimestampType),
 		cel.Function("glob",
 			cel.Overload("glob_string_string", []*cel.Type{cel.StringType, cel.StringType}, cel.BoolType,

@@ -24,6 +24,9 @@ type Input struct {
 	// rules (false unless set), so `labels.untrusted` never fails.
 	Labels map[string]bool
 	State  State
+	// Rate is how many calls the call's principal, session and server made recently, before
+	// this one.
+	Rate Rate
 }
 
 // Principal is who makes the call.
@@ -59,6 +62,24 @@ type State struct {
 	InFlight int64 `cel:"in_flight" yaml:"in_flight"`
 }
 
+// Rate is what rules see as `rate`: the recent calls of the call's principal, session and
+// server, not counting this one (the eleventh call of a minute sees 10).
+type Rate struct {
+	Principal RateCounts `cel:"principal" yaml:"principal"`
+	Session   RateCounts `cel:"session" yaml:"session"`
+	Server    RateCounts `cel:"server" yaml:"server"`
+}
+
+// RateCounts are the calls of one principal, session or server that reached policy evaluation
+// in the last minute and hour; Physical* only those to tools of physical servers. Its fields
+// are those of limits.Counts, so one converts to the other.
+type RateCounts struct {
+	Calls1m    int64 `cel:"calls_1m" yaml:"calls_1m"`
+	Calls1h    int64 `cel:"calls_1h" yaml:"calls_1h"`
+	Physical1m int64 `cel:"physical_1m" yaml:"physical_1m"`
+	Physical1h int64 `cel:"physical_1h" yaml:"physical_1h"`
+}
+
 // knownLabels are the labels guards set; rules can read them as fields whether set or not.
 var knownLabels = [...]string{"private", "untrusted"}
 
@@ -85,6 +106,7 @@ const (
 	varToolMeta
 	varLabels
 	varState
+	varRate
 	varNow
 	numVars
 )
@@ -126,6 +148,8 @@ func varIndex(name string) int {
 		return varLabels
 	case "state":
 		return varState
+	case "rate":
+		return varRate
 	case "now":
 		return varNow
 	}
@@ -153,6 +177,8 @@ func (a *activation) build(i int) ref.Val {
 		return adapter.NativeToValue(withKnownLabels(in.Labels))
 	case varState:
 		return adapter.NativeToValue(&in.State)
+	case varRate:
+		return adapter.NativeToValue(&in.Rate)
 	case varNow:
 		return types.Timestamp{Time: a.e.now()}
 	}

@@ -30,6 +30,8 @@ type TestCall struct {
 	State        State           `yaml:"state"`
 	ToolMeta     ToolMeta        `yaml:"tool_meta"`
 	SessionCalls int64           `yaml:"session_calls"`
+	// Rate is the recent calls the case stands for: rate.principal.calls_1m and so on.
+	Rate Rate `yaml:"rate"`
 }
 
 // Expect is the decision a test case expects.
@@ -138,6 +140,7 @@ func (c *TestCall) Input() (*Input, error) {
 		ToolMeta:  c.ToolMeta,
 		Labels:    c.Labels,
 		State:     c.State,
+		Rate:      c.Rate,
 	}, nil
 }
 
