@@ -353,3 +353,33 @@ func TestReloadKeepsLimitCounters(t *testing.T) {
 	res, _ = call(t, planner, "robot__navigate_to", map[string]any{"target": "table"})
 	wantRateLimited(t, "the fourth call after the restart", res, "cell-cap", "1m", 1, 60)
 }
+
+func TestSessionLimitRefillsWithinItsWindow(t *testing.T) {
+	_, gw := limitsGateway(t, `
+limits:
+  - id: per-session
+    match: {tools: ["cam__*"]}
+    per: session
+    rate: "1/s"
+    burst: 2
+`, "")
+	// MCP 2025-11-25 has sessions (2026-07-28 has none).
+	first := connectHTTPAsAt(t, gw.addr, limitPlannerToken, nil, "2025-11-25")
+	second := connectHTTPAsAt(t, gw.addr, limitPlannerToken, nil, "2025-11-25")
+	if first.ID() == "" || first.ID() == second.ID() {
+		t.Fatalf("session ids %q and %q: want two sessions", first.ID(), second.ID())
+	}
+	for i := 0; i < 2; i++ {
+		wantSuccess(t, "a call of the first session within the burst", first, "cam__get_scene", nil)
+	}
+	res, _ := call(t, first, "cam__get_scene", nil)
+	wantRateLimited(t, "the first session's third call in a second", res, "per-session", "1s", 1, 1)
+	// The same principal on another session has its own bucket; the robot is not matched.
+	for i := 0; i < 2; i++ {
+		wantSuccess(t, "a call of the second session", second, "cam__get_scene", nil)
+	}
+	wantSuccess(t, "a call to the robot on the limited session", first, "robot__get_scene", nil)
+	// One call a second: a second later the bucket holds one again.
+	time.Sleep(1100 * time.Millisecond)
+	wantSuccess(t, "the first session's call a second later", first, "cam__get_scene", nil)
+}
