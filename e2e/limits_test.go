@@ -154,6 +154,14 @@ limits:
 	if n := callsOf(t, cam, "get_scene"); n != 7 {
 		t.Fatalf("the camera saw %d get_scene calls, want 7", n)
 	}
+	// Nor are reads of the physical robot itself: get_scene is annotated read-only, it moves
+	// nothing, so it is not a physical action.
+	for i := 0; i < 3; i++ {
+		wantSuccess(t, "the planner's read of the robot while its physical calls are refused", planner, "robot__get_scene", nil)
+	}
+	if n := callsOf(t, robot, "get_scene"); n != 3 {
+		t.Fatalf("the robot saw %d get_scene calls, want 3", n)
+	}
 
 	// The other principal has its own five.
 	for i := 0; i < 5; i++ {

@@ -43,7 +43,7 @@ func CompilePolicies(cfg *config.Config) (*policies.Engine, error) {
 func (g *Gateway) policyInput(c *governor.Call) *policies.Input {
 	t := c.Tool
 	r := g.recent.Counts(c.Principal, c.Session, t.Server)
-	g.recent.Note(c.Principal, c.Session, t.Server, t.Physical())
+	g.recent.Note(c.Principal, c.Session, t.Server, t.PhysicalAction())
 	in := &policies.Input{
 		Tool: c.Name, Server: t.Server, UpstreamTool: t.Upstream, Args: c.Args,
 		Principal: policies.Principal{ID: c.Principal, Roles: c.Roles},

@@ -21,7 +21,7 @@ func Limit(l *limits.Limiter) Step {
 				return next.Handle(ctx, c)
 			}
 			r := limits.Request{Principal: c.Principal, Roles: c.Roles, Session: c.Session,
-				Server: c.Tool.Server, Tool: c.Tool.Public, Physical: c.Tool.Physical()}
+				Server: c.Tool.Server, Tool: c.Tool.Public, Physical: c.Tool.PhysicalAction()}
 			var h limits.Held
 			if ref, refused := l.Admit(&r, &h); refused {
 				return RateLimited(ref)

@@ -55,6 +55,18 @@ func (t *Tool) Exempt() bool { return t.Stop || t.AllowWhileLocked }
 // Physical reports whether the tool's calls move hardware.
 func (t *Tool) Physical() bool { return t.ServerConfig.Physical }
 
+// PhysicalAction reports whether a call of the tool is a physical action: a tool of a physical
+// server that its server does not annotate as read-only (readOnlyHint: true). Looking at the
+// scene is not an action; limits with physical_only and the rate counts policies see count
+// actions alone.
+func (t *Tool) PhysicalAction() bool {
+	if !t.Physical() {
+		return false
+	}
+	up := t.UpstreamDefinition
+	return up == nil || up.Annotations == nil || !up.Annotations.ReadOnlyHint
+}
+
 // Passthrough reports whether results are forwarded without envelope checks.
 func (t *Tool) Passthrough() bool { return t.ServerConfig.Contract == config.ContractPassthrough }
 

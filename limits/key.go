@@ -15,7 +15,8 @@ type Request struct {
 	Server    string
 	// Tool is the public tool name.
 	Tool string
-	// Physical is set when the tool's server is physical.
+	// Physical is set when the call is a physical action: a tool of a physical server that is
+	// not annotated read-only (governor.Tool.PhysicalAction).
 	Physical bool
 }
 
@@ -25,6 +26,11 @@ func keyOf(per string, r *Request) string {
 	case config.PerPrincipal:
 		return r.Principal
 	case config.PerSession:
+		if r.Session == "" {
+			// A request without a session (MCP 2026-07-28 requests stand alone) is counted
+			// with its principal's other sessionless requests, not with every client's.
+			return "\x00" + r.Principal
+		}
 		return r.Session
 	case config.PerServer:
 		return r.Server

@@ -126,8 +126,18 @@ func TestKeysAreSeparate(t *testing.T) {
 			t.Errorf("per %s: another key was refused", per)
 		}
 	}
+	// Per session, requests without a session (MCP 2026-07-28) count by their principal, not
+	// all together.
+	l := New([]config.Limit{limitCfg(t, "s", config.PerSession, "1/h", 0, 0)}, Options{Now: clk.now})
+	admit(l, &Request{Principal: "a"})
+	if _, refused, _ := admit(l, &Request{Principal: "b"}); refused {
+		t.Error("per session, two principals' sessionless requests shared one bucket")
+	}
+	if _, refused, _ := admit(l, &Request{Principal: "a"}); !refused {
+		t.Error("per session, a principal's second sessionless request was admitted")
+	}
 	// Global: one bucket for everyone.
-	l := New([]config.Limit{limitCfg(t, "g", config.PerGlobal, "1/h", 0, 0)}, Options{Now: clk.now})
+	l = New([]config.Limit{limitCfg(t, "g", config.PerGlobal, "1/h", 0, 0)}, Options{Now: clk.now})
 	admit(l, &Request{Principal: "a"})
 	if _, refused, _ := admit(l, &Request{Principal: "b"}); !refused {
 		t.Error("a global limit counted principals apart")
