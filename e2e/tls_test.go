@@ -2,102 +2,47 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"math/big"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-gateway/mcp-gateway/internal/testpki"
 )
 
 // TLS on the listener (gateway.tls), with certificates the tests make: a CA, a server
 // certificate for 127.0.0.1 and client certificates.
 
-// pki is a test certificate authority.
-type pki struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-}
+// pki is a CA of the tests (internal/testpki).
+type pki struct{ *testpki.CA }
 
-var pkiSerial atomic.Int64
+func newPKI(t *testing.T, name string) *pki { return &pki{testpki.NewCA(t, name)} }
 
-func newPKI(t *testing.T, name string) *pki {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1000 + pkiSerial.Add(1)), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &pki{cert: cert, key: key}
-}
+func (p *pki) pem() []byte { return p.PEM }
 
-func (p *pki) pem() []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.cert.Raw})
-}
-
-// issue makes a certificate for cn, for a server on 127.0.0.1 or for a client, and returns it
-// and its key as PEM, and its serial number.
+// issue makes a certificate for cn, for a server on 127.0.0.1 or for a client, valid from an
+// hour ago for a day, and returns it and its key as PEM, and its serial number.
 func (p *pki) issue(t *testing.T, cn string, client bool) (certPEM, keyPEM []byte, serial *big.Int) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial = big.NewInt(1000 + pkiSerial.Add(1))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	if client {
-		tmpl.ExtKeyUsage, tmpl.IPAddresses = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.cert, &key.PublicKey, p.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), serial
+	return p.Issue(t, cn, client, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
 }
 
 // client is a client certificate for cn.
 func (p *pki) client(t *testing.T, cn string) *tls.Certificate {
 	t.Helper()
-	c, k, _ := p.issue(t, cn, true)
-	pair, err := tls.X509KeyPair(c, k)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pair := p.ClientCert(t, cn)
 	return &pair
 }
 
@@ -129,7 +74,7 @@ func replaceFile(t *testing.T, path string, data []byte, mode os.FileMode) {
 // tlsClientConfig trusts ca and presents cert (nil: none), whichever CAs the server names.
 func tlsClientConfig(ca *pki, cert *tls.Certificate) *tls.Config {
 	roots := x509.NewCertPool()
-	roots.AddCert(ca.cert)
+	roots.AddCert(ca.Cert)
 	c := &tls.Config{RootCAs: roots}
 	if cert != nil {
 		c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }

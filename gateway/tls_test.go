@@ -1,85 +1,42 @@
 package gateway
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
+	"github.com/mcp-gateway/mcp-gateway/internal/testpki"
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
-// testCA is a certificate authority made for one test.
+// testCA is a CA of the tests (internal/testpki), its certificate as PEM in pem.
 type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
+	*testpki.CA
+	pem []byte
 }
 
-// testSerial numbers the certificates the tests make.
-var testSerial atomic.Int64
-
 func newTestCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1000 + testSerial.Add(1)), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	ca := testpki.NewCA(t, name)
+	return &testCA{CA: ca, pem: ca.PEM}
 }
 
 // issue makes a certificate for cn signed by ca, valid from notBefore to notAfter, for a server
 // (127.0.0.1) or a client; it returns the certificate's and the key's PEM.
 func (ca *testCA) issue(t *testing.T, cn string, client bool, notBefore, notAfter time.Time) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1000 + testSerial.Add(1)), Subject: pkix.Name{CommonName: cn},
-		NotBefore: notBefore, NotAfter: notAfter, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	if client {
-		tmpl.ExtKeyUsage, tmpl.IPAddresses = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
+	certPEM, keyPEM, _ = ca.Issue(t, cn, client, notBefore, notAfter)
+	return certPEM, keyPEM
 }
 
 func (ca *testCA) server(t *testing.T) (certPEM, keyPEM []byte) {
@@ -87,15 +44,7 @@ func (ca *testCA) server(t *testing.T) (certPEM, keyPEM []byte) {
 }
 
 // clientCert is a client certificate for cn signed by ca, for a tls.Config.
-func (ca *testCA) clientCert(t *testing.T, cn string) tls.Certificate {
-	t.Helper()
-	c, k := ca.issue(t, cn, true, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
-	pair, err := tls.X509KeyPair(c, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pair
-}
+func (ca *testCA) clientCert(t *testing.T, cn string) tls.Certificate { return ca.ClientCert(t, cn) }
 
 func writeTestFile(t *testing.T, path string, data []byte, mode os.FileMode) {
 	t.Helper()
@@ -299,7 +248,7 @@ func tlsGet(t *testing.T, url string, ca *testCA, header map[string]string, cert
 func tlsDo(t *testing.T, method, url, body string, ca *testCA, header map[string]string, certs ...tls.Certificate) (answer, error) {
 	t.Helper()
 	roots := x509.NewCertPool()
-	roots.AddCert(ca.cert)
+	roots.AddCert(ca.Cert)
 	tc := &tls.Config{RootCAs: roots}
 	if len(certs) > 0 {
 		// Sent whatever CAs the server names: a certificate of another CA too.
@@ -417,7 +366,7 @@ func TestReloadTLSRenewsTheCertificate(t *testing.T) {
 	served := func() string {
 		t.Helper()
 		roots := x509.NewCertPool()
-		roots.AddCert(ca.cert)
+		roots.AddCert(ca.Cert)
 		conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{ca.clientCert(t, "ops")}})
 		if err != nil {
 			t.Fatal(err)
