@@ -330,19 +330,29 @@ func unwrapURLError(err error) error {
 // checkURL returns what is wrong with a server url, or "". It never repeats the url, which
 // might carry a password.
 func checkURL(raw string) string {
+	_, problem := webURL(raw, "must start with http:// or https://",
+		"must not carry credentials; name the environment variable holding them in headers_env")
+	return problem
+}
+
+// webURL parses raw as an http:// or https:// URL with a host and no credentials, or says what
+// is wrong with it: badScheme and withCredentials are the caller's words for those two, the
+// rest is common. No problem repeats raw, which might carry a password. The caller checks what
+// else its kind of URL needs (https only, no query).
+func webURL(raw, badScheme, withCredentials string) (*url.URL, string) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Sprintf("is not a valid URL: %v", unwrapURLError(err))
+		return nil, fmt.Sprintf("is not a valid URL: %v", unwrapURLError(err))
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		return "must start with http:// or https://"
+		return nil, badScheme
 	case u.Host == "":
-		return "has no host"
+		return nil, "has no host"
 	case u.User != nil:
-		return "must not carry credentials; name the environment variable holding them in headers_env"
+		return nil, withCredentials
 	}
-	return ""
+	return u, ""
 }
 
 func (d *decoder) checkTools(s *Server, loc location) {

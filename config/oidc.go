@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"net/url"
 	"slices"
 	"strings"
 )
@@ -151,19 +150,12 @@ func (d *decoder) checkOIDC(o *OIDC, line int) {
 
 // checkIssuer returns what is wrong with an issuer identifier, or "".
 func checkIssuer(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return fmt.Sprintf("is not a valid URL: %v", unwrapURLError(err))
-	}
+	u, problem := webURL(raw, "must be an https:// URL, such as https://idp.example.com/realms/robots", "must not carry credentials")
 	switch {
-	case u.Scheme != "https" && u.Scheme != "http":
-		return "must be an https:// URL, such as https://idp.example.com/realms/robots"
-	case u.Host == "":
-		return "has no host"
+	case problem != "":
+		return problem
 	case u.Scheme == "http" && !LoopbackHost(u.Hostname()):
 		return "must be https://: the gateway fetches the keys that vouch for every token from it, and over http:// anyone on the way could hand it their own; http:// is allowed only for a loopback host (127.0.0.1, localhost), for tests and labs"
-	case u.User != nil:
-		return "must not carry credentials"
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
 		return "must not have a query or a fragment (OpenID Connect Discovery, RFC 8414)"
 	}
@@ -172,19 +164,12 @@ func checkIssuer(raw string) string {
 
 // checkResource returns what is wrong with the gateway's resource identifier, or "".
 func checkResource(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return fmt.Sprintf("is not a valid URL: %v", unwrapURLError(err))
-	}
+	u, problem := webURL(raw, "must be the https:// URL of the gateway's MCP endpoint as clients reach it, such as https://gw.example.com/mcp", "must not carry credentials")
 	switch {
-	case u.Scheme != "https" && u.Scheme != "http":
-		return "must be the https:// URL of the gateway's MCP endpoint as clients reach it, such as https://gw.example.com/mcp"
-	case u.Host == "":
-		return "has no host"
+	case problem != "":
+		return problem
 	case u.Scheme == "http" && !LoopbackHost(u.Hostname()):
 		return "must be https://: clients send their tokens to it, and over http:// anyone on the way could read them; http:// is allowed only for a loopback host, for tests and labs"
-	case u.User != nil:
-		return "must not carry credentials"
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
 		return "must not have a query or a fragment (RFC 8707)"
 	}

@@ -1,8 +1,6 @@
 package config
 
 import (
-	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 )
@@ -103,17 +101,11 @@ func (d *decoder) checkTelemetry(t *Telemetry) {
 // checkTelemetryEndpoint returns what is wrong with an OTLP endpoint, or "". Like checkURL it
 // never repeats the value.
 func checkTelemetryEndpoint(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return fmt.Sprintf("is not a valid URL: %v", unwrapURLError(err))
-	}
+	u, problem := webURL(raw, "must start with http:// (no TLS) or https://, such as http://127.0.0.1:4318",
+		"must not carry credentials; name the environment variable holding them in headers_env")
 	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return "must start with http:// (no TLS) or https://, such as http://127.0.0.1:4318"
-	case u.Host == "":
-		return "has no host"
-	case u.User != nil:
-		return "must not carry credentials; name the environment variable holding them in headers_env"
+	case problem != "":
+		return problem
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
 		// A query is where a backend's key would go; it is not repeated, and headers_env is
 		// the place for one.

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"reflect"
 	"slices"
@@ -158,20 +157,14 @@ func (d *decoder) checkUpstreamOAuth(s *Server, src *source, loc location) {
 // checkTokenURL returns what is wrong with a token endpoint, or "". Like checkURL it never
 // repeats the URL.
 func checkTokenURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return fmt.Sprintf("is not a valid URL: %v", unwrapURLError(err))
-	}
+	u, problem := webURL(raw, "must start with https://",
+		"must not carry credentials; the client secret is read from the variable client_secret_env names")
 	switch {
-	case u.Scheme != "https" && u.Scheme != "http":
-		return "must start with https://"
-	case u.Host == "":
-		return "has no host"
-	case u.User != nil:
-		return "must not carry credentials; the client secret is read from the variable client_secret_env names"
+	case problem != "":
+		return problem
 	case u.Fragment != "":
 		return "must not have a fragment (RFC 6749 §3.2)"
-	case u.Scheme == "http" && !loopbackHost(u.Hostname()):
+	case u.Scheme == "http" && !LoopbackHost(u.Hostname()):
 		return "must start with https://: the client secret and the token would cross the network in the clear (http:// is only for a loopback host such as 127.0.0.1)"
 	}
 	return ""
@@ -189,13 +182,4 @@ func checkUpstreamResource(raw string) string {
 		return "must not have a fragment (RFC 8707 §2)"
 	}
 	return ""
-}
-
-// loopbackHost reports whether host names this machine: localhost or a loopback address.
-func loopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
