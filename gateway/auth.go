@@ -11,7 +11,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -450,12 +449,5 @@ func allowedOrigins(list []string) []config.Origin {
 // localhost or a loopback IP. An empty host means every interface.
 func LoopbackListen(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
+	return err == nil && config.LoopbackHost(host)
 }
