@@ -102,7 +102,7 @@ func TestMetricsCountRetries(t *testing.T) {
 	defer srv.Close()
 	reg := prometheus.NewRegistry()
 	metrics := NewMetrics(reg, "ollama")
-	s, err := ModelSettings(config.LLM{Provider: "ollama", BaseURL: srv.URL})
+	s, err := ModelSettings(config.LLM{Provider: "ollama", BaseURL: srv.URL, MaxRetries: intp(2)})
 	if err != nil {
 		t.Fatal(err)
 	}

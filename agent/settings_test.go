@@ -77,8 +77,9 @@ llm:
 // OnRetry hook; timeout bounds each attempt.
 func TestRetriesFromConfig(t *testing.T) {
 	for _, tc := range []struct {
-		maxRetries, attempts int
-	}{{0, model.DefaultMaxAttempts}, {-1, 1}, {1, 2}, {4, 5}} {
+		maxRetries *int
+		attempts   int
+	}{{nil, 1}, {new(int), 1}, {intp(1), 2}, {intp(4), 5}} {
 		var n atomic.Int32
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			n.Add(1)
@@ -99,10 +100,10 @@ func TestRetriesFromConfig(t *testing.T) {
 		srv.Close()
 		var status *model.StatusError
 		if !errors.As(err, &status) || status.StatusCode != http.StatusServiceUnavailable || status.Attempts != tc.attempts {
-			t.Errorf("max_retries %d: error %v, want HTTP 503 after %d attempts", tc.maxRetries, err, tc.attempts)
+			t.Errorf("max_retries %v: error %v, want HTTP 503 after %d attempts", tc.maxRetries, err, tc.attempts)
 		}
 		if int(n.Load()) != tc.attempts || int(retries.Load()) != tc.attempts-1 {
-			t.Errorf("max_retries %d: %d requests and %d retries, want %d and %d", tc.maxRetries, n.Load(), retries.Load(), tc.attempts, tc.attempts-1)
+			t.Errorf("max_retries %v: %d requests and %d retries, want %d and %d", tc.maxRetries, n.Load(), retries.Load(), tc.attempts, tc.attempts-1)
 		}
 	}
 
@@ -118,7 +119,7 @@ func TestRetriesFromConfig(t *testing.T) {
 		}))
 		defer srv.Close()
 		defer close(stop)
-		s, err := ModelSettings(config.LLM{Provider: "ollama", BaseURL: srv.URL, MaxRetries: -1, Timeout: config.Duration(50 * time.Millisecond)})
+		s, err := ModelSettings(config.LLM{Provider: "ollama", BaseURL: srv.URL, MaxRetries: new(int), Timeout: config.Duration(50 * time.Millisecond)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,3 +134,5 @@ func TestRetriesFromConfig(t *testing.T) {
 		}
 	})
 }
+
+func intp(n int) *int { return &n }

@@ -105,7 +105,7 @@ const (
 // transport's trace context hook.
 func httpModel(t *testing.T, e *chatEndpoint, inject func(context.Context, http.Header)) (model.Model, model.Settings) {
 	t.Helper()
-	s, err := ModelSettings(config.LLM{Provider: "ollama", BaseURL: e.URL})
+	s, err := ModelSettings(config.LLM{Provider: "ollama", BaseURL: e.URL, MaxRetries: intp(2)})
 	if err != nil {
 		t.Fatal(err)
 	}

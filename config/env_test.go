@@ -110,7 +110,7 @@ func TestProviderKeyEnvMatchesModel(t *testing.T) {
 		if provider == "scripted" || provider == "mock" {
 			continue
 		}
-		m, err := model.New(model.Settings{Provider: provider, BaseURL: "http://127.0.0.1:1", MaxRetries: -1})
+		m, err := model.New(model.Settings{Provider: provider, BaseURL: "http://127.0.0.1:1", MaxRetries: new(int)})
 		if err != nil {
 			t.Fatalf("%s: %v", provider, err)
 		}

@@ -15,15 +15,39 @@ const (
 // The provider settings mirror agent/model.Settings; the agent package converts them, so this
 // package does not depend on it.
 type LLM struct {
-	Provider       string            `yaml:"provider" json:"provider,omitempty" jsonschema:"enum=anthropic,enum=openai,enum=openai.responses,enum=openrouter,enum=deepseek,enum=qwen,enum=mimo,enum=ollama,enum=scripted,enum=mock,description=Model provider of the agent."`
-	Model          string            `yaml:"model" json:"model,omitempty" jsonschema:"description=Model id (default: the provider's)."`
-	BaseURL        string            `yaml:"base_url" json:"base_url,omitempty" jsonschema:"description=Endpoint overriding the provider's default."`
-	APIKeyEnv      string            `yaml:"api_key_env" json:"api_key_env,omitempty" jsonschema:"description=Environment variable holding the API key (default: the provider's)."`
-	MaxTokens      int               `yaml:"max_tokens" json:"max_tokens,omitempty" jsonschema:"minimum=0,description=Output token limit of one model request."`
-	MaxTokensParam string            `yaml:"max_tokens_param" json:"max_tokens_param,omitempty" jsonschema:"enum=max_tokens,enum=max_completion_tokens,description=Name of the output limit on Chat Completions providers."`
-	Timeout        Duration          `yaml:"timeout" json:"timeout,omitempty" jsonschema:"type=string,description=Deadline of one HTTP attempt such as 60s."`
-	MaxRetries     int               `yaml:"max_retries" json:"max_retries,omitempty" jsonschema:"description=Retries of a failed model request (0: the default; negative: none)."`
-	Headers        map[string]string `yaml:"headers" json:"headers,omitempty" jsonschema:"description=Extra HTTP headers of every model request."`
+	Provider       string   `yaml:"provider" json:"provider,omitempty" jsonschema:"enum=anthropic,enum=openai,enum=openai.responses,enum=openrouter,enum=deepseek,enum=qwen,enum=mimo,enum=ollama,enum=scripted,enum=mock,description=Model provider of the agent."`
+	Model          string   `yaml:"model" json:"model,omitempty" jsonschema:"description=Model id (default: the provider's)."`
+	BaseURL        string   `yaml:"base_url" json:"base_url,omitempty" jsonschema:"description=Endpoint overriding the provider's default."`
+	APIKeyEnv      string   `yaml:"api_key_env" json:"api_key_env,omitempty" jsonschema:"description=Environment variable holding the API key (default: the provider's)."`
+	MaxTokens      int      `yaml:"max_tokens" json:"max_tokens,omitempty" jsonschema:"minimum=0,description=Output token limit of one model request."`
+	MaxTokensParam string   `yaml:"max_tokens_param" json:"max_tokens_param,omitempty" jsonschema:"enum=max_tokens,enum=max_completion_tokens,description=Name of the output limit on Chat Completions providers."`
+	Timeout        Duration `yaml:"timeout" json:"timeout,omitempty" jsonschema:"type=string,description=Deadline of one HTTP attempt such as 60s."`
+	MaxRetries     *int     `yaml:"max_retries" json:"max_retries,omitempty" jsonschema:"minimum=0,description=Retries of a failed model request; 0 for none (default: 0 for Chat Completions and Responses providers\\, 2 for anthropic)."`
+	// Headers is refused: header values come from the environment (HeadersEnv). The field is
+	// kept so that the refusal can say so.
+	Headers    map[string]string `yaml:"headers" json:"-"`
+	HeadersEnv map[string]string `yaml:"headers_env" json:"headers_env,omitempty" jsonschema:"description=Extra HTTP headers of every model request: header name to the environment variable holding its value."`
+	// Temperature is the sampling temperature sent when a request sets none (anthropic: only
+	// with sampling: true).
+	Temperature *float64 `yaml:"temperature" json:"temperature,omitempty" jsonschema:"minimum=0,maximum=2,description=Sampling temperature (anthropic: only with sampling: true)."`
+	CostHeader  string   `yaml:"cost_header" json:"cost_header,omitempty" jsonschema:"description=Response header with the request's cost reported by a gateway (default x-litellm-response-cost; none to read none)."`
+	// Prices price requests by model when the provider reports no cost.
+	Prices            map[string]LLMPrice `yaml:"prices" json:"prices,omitempty" jsonschema:"description=Model id to its price in USD per million tokens\\, used when the provider reports no cost."`
+	BlockEmptyAnswers bool                `yaml:"block_empty_answers" json:"block_empty_answers,omitempty" jsonschema:"description=Treat an answer with no text and no tool calls as declined (model_refusal)."`
+	Stream            bool                `yaml:"stream" json:"stream,omitempty" jsonschema:"description=Stream answers (Chat Completions and anthropic providers)."`
+	HoldStream        bool                `yaml:"hold_stream" json:"hold_stream,omitempty" jsonschema:"description=Show a streamed answer's chunks only once it has finished\\, so nothing of a declined answer is shown."`
+	// GuardReasoning passes the model's reasoning through the input and output guards too.
+	GuardReasoning bool `yaml:"guard_reasoning" json:"guard_reasoning,omitempty" jsonschema:"description=Also screen the model's reasoning with the output guards (default: reasoning is shown in the transcript only)."`
+
+	// The settings of the anthropic provider alone (model.AnthropicSettings).
+	Thinking          string            `yaml:"thinking" json:"thinking,omitempty" jsonschema:"enum=adaptive,enum=none,description=anthropic: adaptive thinking (default) or none."`
+	Effort            string            `yaml:"effort" json:"effort,omitempty" jsonschema:"enum=low,enum=medium,enum=high,enum=xhigh,enum=max,description=anthropic: effort (default: the model's)."`
+	Fallbacks         string            `yaml:"fallbacks" json:"fallbacks,omitempty" jsonschema:"enum=default,enum=none,description=anthropic: server-side refusal fallbacks (default) or none."`
+	StructuredOutputs bool              `yaml:"structured_outputs" json:"structured_outputs,omitempty" jsonschema:"description=anthropic: send output schemas as the API's structured output format."`
+	Sampling          bool              `yaml:"sampling" json:"sampling,omitempty" jsonschema:"description=anthropic: forward temperature (older models only)."`
+	StreamMaxTokens   int               `yaml:"stream_max_tokens" json:"stream_max_tokens,omitempty" jsonschema:"minimum=0,description=anthropic: output limit of a streamed request (default 64000)."`
+	Default           string            `yaml:"default" json:"default,omitempty" jsonschema:"description=anthropic: the alias (or model id) used when a request names no model."`
+	Aliases           map[string]string `yaml:"aliases" json:"aliases,omitempty" jsonschema:"description=anthropic: alias names to model ids."`
 
 	// Rules, Replies and RepeatLast are the script of the scripted provider.
 	Rules      []ScriptRule  `yaml:"rules" json:"rules,omitempty" jsonschema:"description=scripted: rules matched against the last message first."`
@@ -44,6 +68,14 @@ type LLM struct {
 	MaxCostUSD     float64 `yaml:"max_cost_usd" json:"max_cost_usd,omitempty" jsonschema:"minimum=0,description=Cost budget of one run in USD; 0 for none."`
 }
 
+// LLMPrice is a model's price in USD per million tokens (agent/model.Price).
+type LLMPrice struct {
+	Input      float64 `yaml:"input" json:"input" jsonschema:"minimum=0,description=USD per million input tokens (those not read from or written to the cache)."`
+	Output     float64 `yaml:"output" json:"output" jsonschema:"minimum=0,description=USD per million output tokens."`
+	CacheRead  float64 `yaml:"cache_read" json:"cache_read,omitempty" jsonschema:"minimum=0,description=USD per million input tokens read from the prompt cache (default: input)."`
+	CacheWrite float64 `yaml:"cache_write" json:"cache_write,omitempty" jsonschema:"minimum=0,description=USD per million input tokens written to the prompt cache (default: input)."`
+}
+
 // ScriptRule is a rule of the scripted provider (agent/model.ScriptRule).
 type ScriptRule struct {
 	Contains string      `yaml:"contains" json:"contains,omitempty" jsonschema:"description=Matches when the last message holds this text\\, ignoring case."`
@@ -62,6 +94,7 @@ type ScriptReply struct {
 	Usage        *ScriptUsage     `yaml:"usage" json:"usage,omitempty" jsonschema:"description=Usage reported (default: one token per four characters)."`
 	CostUSD      float64          `yaml:"cost_usd" json:"cost_usd,omitempty" jsonschema:"minimum=0,description=Cost reported in USD."`
 	Model        string           `yaml:"model" json:"model,omitempty" jsonschema:"description=Resolved model reported."`
+	Chunks       []string         `yaml:"chunks" json:"chunks,omitempty" jsonschema:"description=How the text would be streamed: pieces whose concatenation is text."`
 	FinishReason string           `yaml:"finish_reason" json:"finish_reason,omitempty" jsonschema:"enum=stop,enum=tool_calls,enum=length,enum=refusal,enum=content_filter,enum=error,description=Finish reason (default tool_calls or stop)."`
 	Fail         bool             `yaml:"fail" json:"fail,omitempty" jsonschema:"description=Fail the model request instead of answering."`
 }

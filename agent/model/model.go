@@ -51,6 +51,11 @@ type Message struct {
 	Text        string       `json:"text,omitempty"`
 	ToolCalls   []ToolCall   `json:"tool_calls,omitempty"`
 	ToolResults []ToolResult `json:"tool_results,omitempty"`
+	// Blocks, on an assistant message, is the answer's output exactly as the model gave it
+	// (Result.Blocks), reasoning included. Translators that can replay it do so unchanged
+	// (Messages: thinking and redacted-thinking blocks with their signatures, so reasoning
+	// carries over a tool loop); the others send Text and ToolCalls and drop the reasoning.
+	Blocks []Block `json:"blocks,omitempty"`
 }
 
 // ToolCall is a model's request to run one tool.
@@ -104,8 +109,12 @@ type Controls struct {
 	// MaxTokens caps the output tokens; zero leaves it to the provider
 	// (or, for Anthropic, which requires one, to the translator's default).
 	MaxTokens int `json:"max_tokens,omitempty"`
-	// Temperature is sent only when set.
+	// Temperature is sent only when set (Anthropic: only with sampling).
 	Temperature *float64 `json:"temperature,omitempty"`
+	// OutputSchema, when set, is the JSON Schema the answer's text must meet (structured
+	// output). Chat Completions sends it as response_format; Messages as its structured
+	// output format with structured_outputs, else in the system prompt.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 }
 
 // BlockKind says what an output Block holds.
@@ -124,6 +133,13 @@ type Block struct {
 	Kind     BlockKind `json:"kind"`
 	Text     string    `json:"text,omitempty"`
 	ToolCall *ToolCall `json:"tool_call,omitempty"`
+	// Signature is the provider's signature of a reasoning block (Messages thinking), which
+	// must come back unchanged when the block is replayed.
+	Signature string `json:"signature,omitempty"`
+	// Redacted marks reasoning the provider encrypted (Messages redacted_thinking): Text is
+	// empty and Data holds the opaque payload to replay.
+	Redacted bool   `json:"redacted,omitempty"`
+	Data     string `json:"data,omitempty"`
 }
 
 // FinishReason says why the model stopped, mapped from each provider's own
@@ -156,9 +172,16 @@ type Usage struct {
 	// CacheReadTokens is the part of InputTokens served from the provider's
 	// prompt cache.
 	CacheReadTokens int `json:"cache_read_tokens,omitempty"`
-	// CostUSD is the cost the provider reported, or zero when it reported
-	// none; pricing from a table is the loop's concern.
+	// CacheWriteTokens is the part of InputTokens written to the provider's
+	// prompt cache (Messages cache_creation_input_tokens).
+	CacheWriteTokens int `json:"cache_write_tokens,omitempty"`
+	// CostUSD is what the request cost: reported by the provider (a cost
+	// header such as x-litellm-response-cost, or a cost in the body), else
+	// priced from llm.prices; zero when neither knows.
 	CostUSD float64 `json:"cost_usd,omitempty"`
+	// CostSource says where CostUSD came from: "header", "provider",
+	// "prices" or "scripted"; empty when the cost is unknown.
+	CostSource string `json:"cost_source,omitempty"`
 }
 
 // Evidence identifies the request at the provider, for audit and support.
@@ -166,8 +189,15 @@ type Evidence struct {
 	// RequestID is the provider's request id: from its response header when
 	// it sends one, otherwise the id in the response body.
 	RequestID string `json:"request_id,omitempty"`
-	// Model is the model that actually answered, as the provider names it.
+	// Model is the model that actually answered, as the provider names it
+	// (after a fallback, the fallback's).
 	Model string `json:"model,omitempty"`
+	// InvocationID is the loop's own id of the model request, unique per
+	// request (the agent sets it; see WithInvocationID).
+	InvocationID string `json:"invocation_id,omitempty"`
+	// Warnings are what the provider or the translator noted about the
+	// request (a setting the model ignored, a fallback that ran, …).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Result is a model's answer to one Call.
@@ -183,6 +213,13 @@ type Result struct {
 	// RefusalReason is the provider's explanation when Refusal is true: the
 	// refusal text if the model wrote one, otherwise the signal seen.
 	RefusalReason string `json:"refusal_reason,omitempty"`
+	// RefusalCategory is the policy area of a refusal when the provider
+	// names one (Messages stop_details.category), after any fallbacks.
+	RefusalCategory string `json:"refusal_category,omitempty"`
+	// Chunks is the answer's text as it was streamed (a streamed provider's
+	// text deltas, a scripted reply's chunks); nil when it was not. Their
+	// concatenation is Text(). Empty for a refusal, like Blocks.
+	Chunks []string `json:"chunks,omitempty"`
 	// Error is the provider's message when FinishReason is FinishError.
 	Error    string   `json:"error,omitempty"`
 	Usage    Usage    `json:"usage"`
@@ -211,12 +248,25 @@ func (r *Result) ToolCalls() []ToolCall {
 	return calls
 }
 
+// Reasoning returns the readable reasoning blocks' text joined with a blank
+// line; redacted reasoning has none.
+func (r *Result) Reasoning() string {
+	var parts []string
+	for _, b := range r.Blocks {
+		if b.Kind == BlockReasoning && b.Text != "" {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n\n")
+}
+
 // AssistantMessage returns the result as the assistant message to append to
-// the conversation for the next turn. Reasoning is not replayed. A result
-// with neither text nor tool calls (a refusal, an empty answer) gives a
-// message the translators refuse: such a result ends the loop instead.
+// the conversation for the next turn, with its blocks for the translators
+// that replay them (see Message.Blocks). A result with neither text nor
+// tool calls (a refusal, an empty answer) gives a message the translators
+// refuse: such a result ends the loop instead.
 func (r *Result) AssistantMessage() Message {
-	return Message{Role: RoleAssistant, Text: r.Text(), ToolCalls: r.ToolCalls()}
+	return Message{Role: RoleAssistant, Text: r.Text(), ToolCalls: r.ToolCalls(), Blocks: r.Blocks}
 }
 
 // joinInstructions joins system instructions the way every translator does.

@@ -36,11 +36,38 @@ type Settings struct {
 	// MaxTokensParam is max_tokens (the default) or max_completion_tokens;
 	// only Chat Completions providers take it.
 	MaxTokensParam string
-	// Timeout bounds each HTTP attempt; zero leaves only the context.
+	// Temperature is the control sent when a call sets none (Messages: only
+	// with Sampling); nil sends none.
+	Temperature *float64
+	// Timeout bounds each HTTP attempt; zero means the provider's default
+	// (60s for Chat Completions and Responses, 600s for Messages).
 	Timeout time.Duration
-	// MaxRetries is how many times a failed request is retried: zero
-	// means the transport's default (DefaultMaxAttempts-1), negative none.
-	MaxRetries int
+	// MaxRetries is how many times a failed request is retried; nil means
+	// the provider's default (0 for Chat Completions and Responses: a
+	// gateway in front owns retries; 2 for Messages), 0 none.
+	MaxRetries *int
+	// CostHeader is the response header a gateway reports the request's
+	// cost in; empty means DefaultCostHeader, "none" reads no header. It
+	// is read before Prices.
+	CostHeader string
+	// Prices price a request by the model that answered (else the model
+	// asked for) when the provider reports no cost.
+	Prices map[string]Price
+	// BlockEmptyAnswers treats an answer with no text and no tool calls as
+	// declined (a refusal whose signal was lost, such as a streamed refusal
+	// through LiteLLM).
+	BlockEmptyAnswers bool
+	// Stream asks for a streamed answer (Chat Completions, Messages); the
+	// text deltas are delivered to the context's chunk callback
+	// (WithChunks) as they arrive, and kept in Result.Chunks.
+	Stream bool
+	// HoldStream delivers a streamed answer's chunks only once it has
+	// finished and was not declined, so nothing of a declined answer
+	// reaches the callback.
+	HoldStream bool
+	// Anthropic holds the settings only the Messages providers take;
+	// naming one on another provider fails New, naming the provider.
+	Anthropic AnthropicSettings
 	// OnRetry is the transport's retry hook (Transport.OnRetry); nil
 	// means none.
 	OnRetry func(attempt int, err error)
@@ -48,7 +75,8 @@ type Settings struct {
 	// (Transport.InjectHeader); nil sends no trace context.
 	InjectHeader func(ctx context.Context, h http.Header)
 	// Headers are extra headers sent on every request; they replace the
-	// provider's own headers of the same name.
+	// provider's own headers of the same name. The llm section fills them
+	// from headers_env (header name to environment variable) only.
 	Headers map[string]string
 	// Client sends the HTTP requests; nil means http.DefaultClient.
 	Client *http.Client
@@ -57,6 +85,64 @@ type Settings struct {
 	// ReplayPath is the mock provider's JSONL file; empty means the
 	// LLM_REPLAY environment variable.
 	ReplayPath string
+}
+
+// AnthropicSettings are the Messages-only settings (the reference's
+// anthropic.messages). Zero values take the defaults documented per field.
+type AnthropicSettings struct {
+	// Thinking is "adaptive" (the default: thinking {"type":"adaptive"})
+	// or "none" (the parameter is omitted).
+	Thinking string
+	// Effort is low, medium, high, xhigh or max (output_config.effort);
+	// empty leaves the model's default.
+	Effort string
+	// Fallbacks is "default" (server-side refusal fallbacks, the default)
+	// or "none" (turned off, for gateways that reject beta parameters).
+	Fallbacks string
+	// StructuredOutputs sends a call's OutputSchema as the API's structured
+	// output format; otherwise the schema goes in the system prompt.
+	StructuredOutputs bool
+	// Sampling forwards temperature (older models only: current models
+	// reject sampling parameters).
+	Sampling bool
+	// StreamMaxTokens is the output limit of a streamed request that sets
+	// none; zero means DefaultAnthropicStreamMaxTokens.
+	StreamMaxTokens int
+	// Default names the alias (or model id) used when a call names no
+	// model; Aliases map alias names to model ids, for calls and for the
+	// llm.judge guard's model.
+	Default string
+	Aliases map[string]string
+}
+
+// Price is what a model costs, in USD per million tokens.
+type Price struct {
+	Input, Output, CacheRead, CacheWrite float64
+}
+
+// DefaultCostHeader is the response header read for a request's cost when
+// Settings.CostHeader is empty (LiteLLM Proxy's).
+const DefaultCostHeader = "x-litellm-response-cost"
+
+// SettingError is a problem with one setting of the llm section, so that
+// check and agent can point at its line. Key is the setting's path inside
+// the section ("thinking", "headers_env.Authorization", "rules[2].matches").
+type SettingError struct {
+	Key string
+	Msg string
+}
+
+func (e *SettingError) Error() string { return e.Key + ": " + e.Msg }
+
+// SettingErrors are every problem New found, in the order of the settings.
+type SettingErrors []*SettingError
+
+func (e SettingErrors) Error() string {
+	parts := make([]string, len(e))
+	for i, se := range e {
+		parts[i] = se.Error()
+	}
+	return strings.Join(parts, "; ")
 }
 
 // DefaultAnthropicMaxTokens is the output limit sent to Anthropic, which
@@ -201,10 +287,12 @@ func New(s Settings) (Model, error) {
 		t.KeyEnv = s.APIKeyEnv
 	}
 	switch {
-	case s.MaxRetries < 0:
-		t.MaxAttempts = 1
-	case s.MaxRetries > 0:
-		t.MaxAttempts = s.MaxRetries + 1
+	case s.MaxRetries != nil:
+		t.MaxAttempts = max(*s.MaxRetries, 0) + 1
+	case d.wire == wireMessages:
+		t.MaxAttempts = 3 // the reference's default for anthropic: 2 retries
+	default:
+		t.MaxAttempts = 1 // Chat Completions and Responses: a gateway in front owns retries
 	}
 	for k, v := range d.headers {
 		t.Header.Set(k, v)

@@ -129,7 +129,7 @@ func TestNewSettings(t *testing.T) {
 
 	t.Setenv("MY_KEY", testKey)
 	t.Setenv("OPENAI_BASE_URL", srv.URL+"/proxy")
-	m, err := New(Settings{Provider: "openai", APIKeyEnv: "MY_KEY", MaxRetries: -1,
+	m, err := New(Settings{Provider: "openai", APIKeyEnv: "MY_KEY", MaxRetries: ptr(0),
 		Headers: map[string]string{"X-Team": "robots"}})
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +146,7 @@ func TestNewSettings(t *testing.T) {
 	}
 
 	n = 0
-	m, _ = New(Settings{Provider: "deepseek", BaseURL: srv.URL, APIKeyEnv: "MY_KEY", MaxRetries: 1})
+	m, _ = New(Settings{Provider: "deepseek", BaseURL: srv.URL, APIKeyEnv: "MY_KEY", MaxRetries: ptr(1)})
 	tr := m.(*httpModel).transport
 	tr.Backoff = func(int) time.Duration { return time.Millisecond }
 	if _, err := m.Generate(context.Background(), validCall()); err == nil || n != 2 {

@@ -51,6 +51,9 @@ type Reply struct {
 	// Model is the resolved model reported; empty means the call's model,
 	// else "scripted".
 	Model string `json:"model,omitempty" yaml:"model,omitempty"`
+	// Chunks is how the text would be streamed: pieces whose concatenation
+	// is Text, delivered to the context's chunk callback (WithChunks).
+	Chunks []string `json:"chunks,omitempty" yaml:"chunks,omitempty"`
 	// FinishReason is one of the canonical finish reasons; empty means
 	// tool_calls when the reply calls tools, else stop. refusal and
 	// content_filter make a refusal with Text as its reason.
