@@ -304,21 +304,20 @@ func New(s Settings) (Model, error) {
 	if m.model == "" {
 		m.model = d.model
 	}
+	var err error
 	switch d.wire {
 	case wireMessages:
-		limit := s.MaxTokens
-		if limit == 0 {
-			limit = DefaultAnthropicMaxTokens
-		}
-		m.request = func(c *Call) ([]byte, error) { return AnthropicRequest(c, limit) }
-		m.result = AnthropicResult
+		m.wire, err = newMessagesWire(s)
 	case wireChat:
-		param := s.MaxTokensParam
-		m.request = func(c *Call) ([]byte, error) { return OpenAIChatRequest(c, param) }
-		m.result = OpenAIChatResult
+		m.wire, err = newChatWire(s)
 	case wireResponses:
-		m.request = OpenAIResponsesRequest
-		m.result = OpenAIResponsesResult
+		m.wire, err = newResponsesWire(s)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range m.wire.header() {
+		t.Header[k] = v
 	}
 	return m, nil
 }
@@ -339,8 +338,7 @@ type httpModel struct {
 	provider  string
 	model     string
 	maxTokens int
-	request   func(*Call) ([]byte, error)
-	result    func([]byte, http.Header) (*Result, error)
+	wire      wireFormat
 	transport *Transport
 }
 
@@ -358,7 +356,7 @@ func (m *httpModel) Generate(ctx context.Context, c *Call) (*Result, error) {
 	if call.Controls.MaxTokens == 0 {
 		call.Controls.MaxTokens = m.maxTokens
 	}
-	body, err := m.request(&call)
+	body, err := m.wire.request(&call, false)
 	if err != nil {
 		return nil, fmt.Errorf("model provider %s: %w", m.provider, err)
 	}
@@ -366,7 +364,7 @@ func (m *httpModel) Generate(ctx context.Context, c *Call) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model provider %s: %w", m.provider, err)
 	}
-	res, err := m.result(resp, header)
+	res, err := m.wire.result(resp, header)
 	if err != nil {
 		return nil, fmt.Errorf("model provider %s: %w", m.provider, err)
 	}

@@ -23,14 +23,14 @@ type wireCase struct {
 	Result           json.RawMessage   `json:"result"`
 }
 
-// wireFormat pairs a format's translators for the table of recorded cases.
-type wireFormat struct {
+// recordedFormat pairs a format's translators for the table of recorded cases.
+type recordedFormat struct {
 	dir     string
 	request func(c *wireCase) ([]byte, error)
 	result  func(body []byte, h http.Header) (*Result, error)
 }
 
-var wireFormats = []wireFormat{
+var wireFormats = []recordedFormat{
 	{"anthropic", func(c *wireCase) ([]byte, error) { return AnthropicRequest(&c.Call, c.DefaultMaxTokens) }, AnthropicResult},
 	{"openai", func(c *wireCase) ([]byte, error) { return OpenAIChatRequest(&c.Call, c.MaxTokensParam) }, OpenAIChatResult},
 	{"responses", func(c *wireCase) ([]byte, error) { return OpenAIResponsesRequest(&c.Call) }, OpenAIResponsesResult},
