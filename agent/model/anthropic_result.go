@@ -171,9 +171,7 @@ func (resp *anthropicResponse) result(blocks []anthropicContent, header http.Hea
 		}
 	}
 	res.Evidence.Warnings = append(res.Evidence.Warnings, fallbackWarnings(hops, resp)...)
-	if res.Evidence.Model == "" && len(hops) > 0 && hops[len(hops)-1].To != nil {
-		res.Evidence.Model = hops[len(hops)-1].To.Model
-	}
+	res.Evidence.Model = answeringModel(hops, resp)
 	switch resp.StopReason {
 	case "end_turn", "stop_sequence":
 		res.FinishReason = FinishStop
@@ -221,6 +219,21 @@ func fallbackWarnings(hops []anthropicContent, resp *anthropicResponse) []string
 		}
 	}
 	return out
+}
+
+// answeringModel is the model whose output the answer is: the fallback of the last hop,
+// else the fallback an iteration names, else the message's model. Unstreamed, all three
+// agree; a stream names its model in message_start, before any fallback ran.
+func answeringModel(hops []anthropicContent, resp *anthropicResponse) string {
+	if n := len(hops); n > 0 && hops[n-1].To != nil && hops[n-1].To.Model != "" {
+		return hops[n-1].To.Model
+	}
+	for _, it := range resp.Usage.Iterations {
+		if it.Type == "fallback_message" && it.Model != "" {
+			return it.Model
+		}
+	}
+	return resp.Model
 }
 
 func hopModel(h *anthropicHop) string {
