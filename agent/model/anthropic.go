@@ -119,6 +119,9 @@ type messagesWire struct {
 // DefaultAnthropicStreamMaxTokens.
 func newMessagesWire(s Settings) (wireFormat, error) {
 	a := s.Anthropic
+	if s.Provider == "" {
+		s.Provider = "anthropic"
+	}
 	var errs SettingErrors
 	switch a.Thinking {
 	case "", ThinkingAdaptive, ThinkingNone:
@@ -152,10 +155,6 @@ func newMessagesWire(s Settings) (wireFormat, error) {
 	return w, nil
 }
 
-func (w *messagesWire) request(c *Call, stream bool) ([]byte, error) {
-	return w.build(c, stream)
-}
-
 func (w *messagesWire) result(body []byte, h http.Header) (*Result, error) {
 	return AnthropicResult(body, h)
 }
@@ -171,8 +170,8 @@ func (w *messagesWire) header() http.Header {
 }
 
 // AnthropicRequest builds the Messages API request body the anthropic provider sends for c
-// with settings s (which it checks, as New does); stream asks for a streamed answer.
-// Only s.Provider (for messages), s.MaxTokens and s.Anthropic are read.
+// with settings s, whose Messages settings it checks as New does (it reads s.Provider,
+// s.MaxTokens and s.Anthropic); stream asks for a streamed answer.
 //
 // The instructions become the system prompt. Tool messages become user messages of
 // tool_result blocks (is_error set for failures); a following user message joins the same
@@ -181,9 +180,12 @@ func (w *messagesWire) header() http.Header {
 // those blocks, unchanged and in order: thinking with its signature, redacted_thinking with
 // its data, text, tool_use and opaque blocks (a fallback boundary) as the API sent them, so
 // that reasoning carries over a tool loop; one without Blocks sends its text, then its tool
-// calls. max_tokens is always sent (see newMessagesWire for the defaults); thinking,
-// output_config (effort, the output schema's format), fallbacks and temperature follow the
-// settings (see AnthropicSettings).
+// calls. max_tokens is always sent: the call's MaxTokens, else s.MaxTokens or
+// DefaultAnthropicMaxTokens, or for a streamed request StreamMaxTokens or
+// DefaultAnthropicStreamMaxTokens. thinking, output_config (effort, the output schema as
+// the structured output format), fallbacks and temperature follow the settings (see
+// AnthropicSettings); an output schema without structured_outputs is asked for in the
+// system prompt.
 func AnthropicRequest(c *Call, s Settings, stream bool) ([]byte, error) {
 	w, err := newMessagesWire(s)
 	if err != nil {
@@ -192,7 +194,7 @@ func AnthropicRequest(c *Call, s Settings, stream bool) ([]byte, error) {
 	return w.request(c, stream)
 }
 
-func (w *messagesWire) build(c *Call, stream bool) ([]byte, error) {
+func (w *messagesWire) request(c *Call, stream bool) ([]byte, error) {
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("anthropic request: %w", err)
 	}
