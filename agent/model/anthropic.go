@@ -285,9 +285,9 @@ func anthropicBlocks(m Message) (string, []json.RawMessage, error) {
 }
 
 // replayBlocks returns an answer's blocks as the API sent them. Blocks the API would
-// refuse back are left out: empty text, and reasoning without a signature (another
-// provider's, or a stream cut before its signature). Nil means nothing to replay, so the
-// message's Text and ToolCalls are sent instead.
+// refuse back are left out: empty text, reasoning without a signature (another
+// provider's, or a stream cut before its signature) and redacted reasoning without data.
+// Nil means nothing to replay, so the message's Text and ToolCalls are sent instead.
 func replayBlocks(in []Block) []json.RawMessage {
 	var out []json.RawMessage
 	for _, b := range in {
@@ -300,7 +300,7 @@ func replayBlocks(in []Block) []json.RawMessage {
 			v = anthropicText{Type: "text", Text: b.Text}
 		case BlockReasoning:
 			switch {
-			case b.Redacted:
+			case b.Redacted && b.Data != "":
 				v = anthropicRedacted{Type: "redacted_thinking", Data: b.Data}
 			case b.Signature != "":
 				v = anthropicThinkingBlock{Type: "thinking", Thinking: b.Text, Signature: b.Signature}

@@ -117,12 +117,12 @@ func TestAnthropicToolLoopReplaysThinking(t *testing.T) {
 }
 
 // TestAnthropicReplaySkipsWhatTheAPIRefuses checks that reasoning without a signature (from
-// another provider) and empty text are not replayed, and that a message whose blocks
+// another provider), redacted reasoning without data and empty text are not replayed, and that a message whose blocks
 // leave nothing to send falls back to its text and tool calls.
 func TestAnthropicReplaySkipsWhatTheAPIRefuses(t *testing.T) {
 	c := validCall()
 	c.Messages = append(c.Messages,
-		Message{Role: RoleAssistant, Text: "ok", Blocks: []Block{{Kind: BlockReasoning, Text: "unsigned"}, {Kind: BlockText, Text: ""}, {Kind: BlockText, Text: "ok"}}},
+		Message{Role: RoleAssistant, Text: "ok", Blocks: []Block{{Kind: BlockReasoning, Text: "unsigned"}, {Kind: BlockReasoning, Redacted: true}, {Kind: BlockText, Text: ""}, {Kind: BlockText, Text: "ok"}}},
 		Message{Role: RoleUser, Text: "again"},
 		Message{Role: RoleAssistant, Text: "by hand", Blocks: []Block{{Kind: BlockReasoning, Text: "unsigned"}}},
 	)

@@ -183,6 +183,12 @@ func TestAnthropicDefaultMaxTokens(t *testing.T) {
 	}
 }
 
+// anthropicRecordedRequest builds a recorded case's request (wire_test.go) with the
+// default Messages settings and the case's max_tokens.
+func anthropicRecordedRequest(c *wireCase) ([]byte, error) {
+	return AnthropicRequest(&c.Call, Settings{MaxTokens: c.DefaultMaxTokens}, false)
+}
+
 func decodeStrict(t *testing.T, file string, v any) {
 	t.Helper()
 	data, err := os.ReadFile(file)
