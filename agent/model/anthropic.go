@@ -1,92 +1,246 @@
 package model
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 )
 
-// The Anthropic Messages API wire types, limited to what the translator
-// sends and reads.
+// The Messages settings' values (AnthropicSettings) and what they send.
+const (
+	// ThinkingAdaptive (the default) sends thinking {"type": "adaptive"}: the model decides
+	// when and how much to think, between tool calls too.
+	ThinkingAdaptive = "adaptive"
+	// ThinkingNone omits the thinking parameter.
+	ThinkingNone = "none"
+	// FallbacksDefault (the default) sends "fallbacks": "default" with the
+	// FallbackBeta header: a request the model declines is re-run server-side on the
+	// fallback model Anthropic recommends for its refusal category.
+	FallbacksDefault = "default"
+	// FallbacksNone sends neither (for gateways that reject beta parameters).
+	FallbacksNone = "none"
+	// FallbackBeta is the anthropic-beta header value server-side fallbacks need.
+	FallbackBeta = "server-side-fallback-2026-07-01"
+	// DefaultAnthropicStreamMaxTokens is the output limit of a streamed Messages
+	// request when neither the call nor stream_max_tokens sets one.
+	DefaultAnthropicStreamMaxTokens = 64000
+)
+
+// anthropicEfforts are the values of output_config.effort.
+var anthropicEfforts = []string{"low", "medium", "high", "xhigh", "max"}
+
+// BlockOpaque is a provider's output block the canonical model has no kind for: on the
+// Messages wire a fallback boundary (where one model's output gives way to the fallback's)
+// or a block type this translator does not know. Data holds the block exactly as the
+// provider sent it, so that the provider's translator replays it in place; Text,
+// ToolCalls and Reasoning skip it and the other translators drop it.
+const BlockOpaque BlockKind = "opaque"
+
+// The Messages request body, limited to what the translator sends.
 type (
 	anthropicRequest struct {
-		Model       string             `json:"model"`
-		MaxTokens   int                `json:"max_tokens"`
-		System      string             `json:"system,omitempty"`
-		Messages    []anthropicMessage `json:"messages"`
-		Tools       []anthropicTool    `json:"tools,omitempty"`
-		Temperature *float64           `json:"temperature,omitempty"`
+		Model        string                 `json:"model"`
+		MaxTokens    int                    `json:"max_tokens"`
+		System       string                 `json:"system,omitempty"`
+		Messages     []anthropicMessage     `json:"messages"`
+		Tools        []anthropicTool        `json:"tools,omitempty"`
+		Temperature  *float64               `json:"temperature,omitempty"`
+		Thinking     *anthropicThinking     `json:"thinking,omitempty"`
+		OutputConfig *anthropicOutputConfig `json:"output_config,omitempty"`
+		Fallbacks    string                 `json:"fallbacks,omitempty"`
+		Stream       bool                   `json:"stream,omitempty"`
+	}
+	anthropicThinking struct {
+		Type string `json:"type"`
+	}
+	anthropicOutputConfig struct {
+		Effort string                 `json:"effort,omitempty"`
+		Format *anthropicOutputFormat `json:"format,omitempty"`
+	}
+	anthropicOutputFormat struct {
+		Type   string          `json:"type"`
+		Schema json.RawMessage `json:"schema"`
 	}
 	anthropicMessage struct {
-		Role    string           `json:"role"`
-		Content []anthropicBlock `json:"content"`
-	}
-	anthropicBlock struct {
-		Type string `json:"type"`
-		// text
-		Text string `json:"text,omitempty"`
-		// thinking
-		Thinking string `json:"thinking,omitempty"`
-		// tool_use
-		ID    string          `json:"id,omitempty"`
-		Name  string          `json:"name,omitempty"`
-		Input json.RawMessage `json:"input,omitempty"`
-		// tool_result
-		ToolUseID string `json:"tool_use_id,omitempty"`
-		Content   string `json:"content,omitempty"`
-		IsError   bool   `json:"is_error,omitempty"`
+		Role string `json:"role"`
+		// Content holds each block's JSON: replayed blocks must go back exactly as they
+		// came, empty fields included (a thinking block's "thinking" may be "").
+		Content []json.RawMessage `json:"content"`
 	}
 	anthropicTool struct {
 		Name        string          `json:"name"`
 		Description string          `json:"description,omitempty"`
 		InputSchema json.RawMessage `json:"input_schema"`
 	}
-	anthropicResponse struct {
-		ID         string           `json:"id"`
-		Type       string           `json:"type"`
-		Model      string           `json:"model"`
-		Content    []anthropicBlock `json:"content"`
-		StopReason string           `json:"stop_reason"`
-		Usage      struct {
-			InputTokens              int `json:"input_tokens"`
-			OutputTokens             int `json:"output_tokens"`
-			CacheReadInputTokens     int `json:"cache_read_input_tokens"`
-			CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
-		} `json:"usage"`
-		Error *struct {
-			Type    string `json:"type"`
-			Message string `json:"message"`
-		} `json:"error"`
+)
+
+// The content blocks the translator writes, one type each so that no field is dropped.
+type (
+	anthropicText struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	anthropicThinkingBlock struct {
+		Type      string `json:"type"`
+		Thinking  string `json:"thinking"`
+		Signature string `json:"signature"`
+	}
+	anthropicRedacted struct {
+		Type string `json:"type"`
+		Data string `json:"data"`
+	}
+	anthropicToolUse struct {
+		Type  string          `json:"type"`
+		ID    string          `json:"id"`
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
+	}
+	anthropicToolResult struct {
+		Type      string `json:"type"`
+		ToolUseID string `json:"tool_use_id"`
+		Content   string `json:"content"`
+		IsError   bool   `json:"is_error,omitempty"`
 	}
 )
 
-// AnthropicRequest builds a Messages API request body from c.
+// messagesWire is the Messages API (anthropic), configured by the Messages settings.
+type messagesWire struct {
+	maxTokens       int
+	streamMaxTokens int
+	s               AnthropicSettings
+}
+
+// newMessagesWire checks the Messages settings of s (SettingErrors keyed by the llm
+// section's names) and returns the wire. The output limit of a request that sets none is
+// s.MaxTokens, else DefaultAnthropicMaxTokens; of a streamed one StreamMaxTokens, else
+// DefaultAnthropicStreamMaxTokens.
+func newMessagesWire(s Settings) (wireFormat, error) {
+	a := s.Anthropic
+	if s.Provider == "" {
+		s.Provider = "anthropic"
+	}
+	var errs SettingErrors
+	switch a.Thinking {
+	case "", ThinkingAdaptive, ThinkingNone:
+	default:
+		errs = append(errs, &SettingError{Key: "thinking", Msg: fmt.Sprintf("%q is not a thinking mode of provider %s: want %s (the default) or %s", a.Thinking, s.Provider, ThinkingAdaptive, ThinkingNone)})
+	}
+	if a.Effort != "" && !slices.Contains(anthropicEfforts, a.Effort) {
+		errs = append(errs, &SettingError{Key: "effort", Msg: fmt.Sprintf("%q is not an effort of provider %s: want one of %s, or leave it out for the model's default", a.Effort, s.Provider, strings.Join(anthropicEfforts, ", "))})
+	}
+	switch a.Fallbacks {
+	case "", FallbacksDefault, FallbacksNone:
+	default:
+		errs = append(errs, &SettingError{Key: "fallbacks", Msg: fmt.Sprintf("%q is not a fallbacks mode of provider %s: want %s (server-side refusal fallbacks, the default) or %s", a.Fallbacks, s.Provider, FallbacksDefault, FallbacksNone)})
+	}
+	if a.Sampling && a.Thinking != ThinkingNone {
+		errs = append(errs, &SettingError{Key: "sampling", Msg: fmt.Sprintf("provider %s refuses temperature while thinking is on (thinking defaults to %s): set thinking: %s too, for an older model that takes sampling parameters", s.Provider, ThinkingAdaptive, ThinkingNone)})
+	}
+	if a.StreamMaxTokens < 0 {
+		errs = append(errs, &SettingError{Key: "stream_max_tokens", Msg: fmt.Sprintf("%d is negative: give a positive output limit, or leave it out for %d", a.StreamMaxTokens, DefaultAnthropicStreamMaxTokens)})
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	w := &messagesWire{maxTokens: s.MaxTokens, streamMaxTokens: a.StreamMaxTokens, s: a}
+	if w.maxTokens <= 0 {
+		w.maxTokens = DefaultAnthropicMaxTokens
+	}
+	if w.streamMaxTokens == 0 {
+		w.streamMaxTokens = DefaultAnthropicStreamMaxTokens
+	}
+	return w, nil
+}
+
+func (w *messagesWire) result(body []byte, h http.Header) (*Result, error) {
+	return AnthropicResult(body, h)
+}
+
+func (w *messagesWire) stream() streamDecoder { return &messagesStream{} }
+
+// header sends the server-side fallback beta unless fallbacks are off.
+func (w *messagesWire) header() http.Header {
+	if w.s.Fallbacks == FallbacksNone {
+		return nil
+	}
+	return http.Header{"Anthropic-Beta": {FallbackBeta}}
+}
+
+// AnthropicRequest builds the Messages API request body the anthropic provider sends for c
+// with settings s, whose Messages settings it checks as New does (it reads s.Provider,
+// s.MaxTokens and s.Anthropic); stream asks for a streamed answer.
 //
-// The instructions become the system prompt. Tool messages become user
-// messages of tool_result blocks (is_error set for failures); a following
-// user message joins the same user turn, because the API wants every result
-// of a turn in the one user message after the tool calls. max_tokens is
-// always sent: the call's MaxTokens, else defaultMaxTokens, and it is an
-// error when neither is positive.
-func AnthropicRequest(c *Call, defaultMaxTokens int) ([]byte, error) {
+// The instructions become the system prompt. Tool messages become user messages of
+// tool_result blocks (is_error set for failures); a following user message joins the same
+// user turn, because the API wants every result of a turn in the one user message after
+// the tool calls. An assistant message with Blocks (Result.AssistantMessage) is sent as
+// those blocks, unchanged and in order: thinking with its signature, redacted_thinking with
+// its data, text, tool_use and opaque blocks (a fallback boundary) as the API sent them, so
+// that reasoning carries over a tool loop; one without Blocks sends its text, then its tool
+// calls. max_tokens is always sent: the call's MaxTokens, else s.MaxTokens or
+// DefaultAnthropicMaxTokens, or for a streamed request StreamMaxTokens or
+// DefaultAnthropicStreamMaxTokens. thinking, output_config (effort, the output schema as
+// the structured output format), fallbacks and temperature follow the settings (see
+// AnthropicSettings); an output schema without structured_outputs is asked for in the
+// system prompt.
+func AnthropicRequest(c *Call, s Settings, stream bool) ([]byte, error) {
+	w, err := newMessagesWire(s)
+	if err != nil {
+		return nil, err
+	}
+	return w.request(c, stream)
+}
+
+func (w *messagesWire) request(c *Call, stream bool) ([]byte, error) {
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("anthropic request: %w", err)
 	}
 	req := anthropicRequest{
-		Model:       c.Controls.Model,
-		MaxTokens:   c.Controls.MaxTokens,
-		System:      joinInstructions(c.Instructions),
-		Messages:    []anthropicMessage{},
-		Temperature: c.Controls.Temperature,
+		Model:     c.Controls.Model,
+		MaxTokens: c.Controls.MaxTokens,
+		System:    joinInstructions(c.Instructions),
+		Messages:  []anthropicMessage{},
+		Stream:    stream,
 	}
 	if req.MaxTokens <= 0 {
-		req.MaxTokens = defaultMaxTokens
+		req.MaxTokens = w.maxTokens
+		if stream {
+			req.MaxTokens = w.streamMaxTokens
+		}
 	}
-	if req.MaxTokens <= 0 {
-		return nil, fmt.Errorf("anthropic request: max_tokens is required: set the call's MaxTokens or a positive default")
+	if w.s.Sampling {
+		req.Temperature = c.Controls.Temperature
+	}
+	if w.s.Thinking != ThinkingNone {
+		req.Thinking = &anthropicThinking{Type: ThinkingAdaptive}
+	}
+	if w.s.Fallbacks != FallbacksNone {
+		req.Fallbacks = FallbacksDefault
+	}
+	if w.s.Effort != "" {
+		req.OutputConfig = &anthropicOutputConfig{Effort: w.s.Effort}
+	}
+	if len(c.Controls.OutputSchema) > 0 {
+		if !isObject(c.Controls.OutputSchema) {
+			return nil, fmt.Errorf("anthropic request: the output schema is not a JSON object")
+		}
+		if w.s.StructuredOutputs {
+			if req.OutputConfig == nil {
+				req.OutputConfig = &anthropicOutputConfig{}
+			}
+			req.OutputConfig.Format = &anthropicOutputFormat{Type: "json_schema", Schema: c.Controls.OutputSchema}
+		} else {
+			req.System = joinInstructions(append(c.Instructions[:len(c.Instructions):len(c.Instructions)], schemaInstruction(c.Controls.OutputSchema)))
+		}
 	}
 	for _, m := range c.Messages {
-		role, blocks := anthropicBlocks(m)
+		role, blocks, err := anthropicBlocks(m)
+		if err != nil {
+			return nil, fmt.Errorf("anthropic request: %w", err)
+		}
 		if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == role {
 			req.Messages[n-1].Content = append(req.Messages[n-1].Content, blocks...)
 			continue
@@ -96,107 +250,127 @@ func AnthropicRequest(c *Call, defaultMaxTokens int) ([]byte, error) {
 	for _, t := range c.Tools {
 		req.Tools = append(req.Tools, anthropicTool{Name: t.Name, Description: t.Description, InputSchema: t.inputSchema()})
 	}
-	return json.Marshal(req)
+	return marshalVerbatim(req)
+}
+
+// schemaInstruction asks for an answer meeting schema, for when the schema is not sent as
+// the API's structured output format.
+func schemaInstruction(schema json.RawMessage) string {
+	return "Answer with a single JSON value that conforms to this JSON Schema, and nothing else:\n" + string(compact(schema))
 }
 
 // anthropicBlocks returns the wire role and content blocks of one message.
-func anthropicBlocks(m Message) (string, []anthropicBlock) {
-	var blocks []anthropicBlock
+func anthropicBlocks(m Message) (string, []json.RawMessage, error) {
+	var blocks []any
 	switch m.Role {
 	case RoleTool:
 		for _, r := range m.ToolResults {
-			blocks = append(blocks, anthropicBlock{Type: "tool_result", ToolUseID: r.CallID, Content: r.Content, IsError: r.IsError})
+			blocks = append(blocks, anthropicToolResult{Type: "tool_result", ToolUseID: r.CallID, Content: r.Content, IsError: r.IsError})
 		}
-		return "user", blocks
+		return marshalBlocks("user", blocks)
 	case RoleAssistant:
+		if replayed := replayBlocks(m.Blocks); len(replayed) > 0 {
+			return "assistant", replayed, nil
+		}
 		if m.Text != "" {
-			blocks = append(blocks, anthropicBlock{Type: "text", Text: m.Text})
+			blocks = append(blocks, anthropicText{Type: "text", Text: m.Text})
 		}
 		for _, tc := range m.ToolCalls {
-			input := tc.Arguments
-			if input == nil {
-				// The API only takes an object; the model's invalid text
-				// was already answered by an invalid_tool_arguments result.
-				input = json.RawMessage(`{}`)
-			}
-			blocks = append(blocks, anthropicBlock{Type: "tool_use", ID: tc.ID, Name: tc.Name, Input: input})
+			blocks = append(blocks, toolUse(tc))
 		}
-		return "assistant", blocks
+		return marshalBlocks("assistant", blocks)
 	default:
-		return "user", []anthropicBlock{{Type: "text", Text: m.Text}}
+		return marshalBlocks("user", []any{anthropicText{Type: "text", Text: m.Text}})
 	}
 }
 
-// AnthropicResult reads a Messages API response body into a Result.
-//
-// Stop reasons map end_turn and stop_sequence to stop, tool_use to
-// tool_calls, max_tokens and model_context_window_exceeded to length, and
-// refusal to a refusal. Thinking blocks become reasoning blocks. Input
-// tokens add the cache reads and writes the API counts apart. The request
-// id comes from the request-id header, else the message id.
-func AnthropicResult(body []byte, header http.Header) (*Result, error) {
-	var resp anthropicResponse
-	if err := json.Unmarshal(body, &resp); err != nil {
-		return nil, fmt.Errorf("anthropic response: %w", err)
-	}
-	if resp.Error != nil {
-		return nil, fmt.Errorf("anthropic response: %s: %s", resp.Error.Type, resp.Error.Message)
-	}
-	if resp.Type != "message" {
-		return nil, fmt.Errorf("anthropic response: type %q, want \"message\"", resp.Type)
-	}
-	res := &Result{
-		Blocks: []Block{},
-		Usage: Usage{
-			InputTokens:     resp.Usage.InputTokens + resp.Usage.CacheReadInputTokens + resp.Usage.CacheCreationInputTokens,
-			OutputTokens:    resp.Usage.OutputTokens,
-			CacheReadTokens: resp.Usage.CacheReadInputTokens,
-		},
-		Evidence: Evidence{RequestID: requestID(header, resp.ID, "request-id"), Model: resp.Model},
-	}
-	for i, b := range resp.Content {
-		switch b.Type {
-		case "text":
-			res.Blocks = append(res.Blocks, Block{Kind: BlockText, Text: b.Text})
-		case "thinking":
-			res.Blocks = append(res.Blocks, Block{Kind: BlockReasoning, Text: b.Thinking})
-		case "redacted_thinking":
-			// Encrypted reasoning carries nothing a person can read.
-		case "tool_use":
-			if b.ID == "" || b.Name == "" {
-				return nil, fmt.Errorf("anthropic response: content %d: tool_use without id or name", i)
+// replayBlocks returns an answer's blocks as the API sent them. Blocks the API would
+// refuse back are left out: empty text, reasoning without a signature (another
+// provider's, or a stream cut before its signature) and redacted reasoning without data.
+// Nil means nothing to replay, so the message's Text and ToolCalls are sent instead.
+func replayBlocks(in []Block) []json.RawMessage {
+	var out []json.RawMessage
+	for _, b := range in {
+		var v any
+		switch b.Kind {
+		case BlockText:
+			if b.Text == "" {
+				continue
 			}
-			tc := &ToolCall{ID: b.ID, Name: b.Name}
-			if isObject(b.Input) {
-				tc.Arguments = compact(b.Input)
-			} else {
-				tc.Raw = string(b.Input)
+			v = anthropicText{Type: "text", Text: b.Text}
+		case BlockReasoning:
+			switch {
+			case b.Redacted && b.Data != "":
+				v = anthropicRedacted{Type: "redacted_thinking", Data: b.Data}
+			case b.Signature != "":
+				v = anthropicThinkingBlock{Type: "thinking", Thinking: b.Text, Signature: b.Signature}
+			default:
+				continue
 			}
-			res.Blocks = append(res.Blocks, Block{Kind: BlockToolCall, ToolCall: tc})
+		case BlockToolCall:
+			if b.ToolCall == nil {
+				continue
+			}
+			v = toolUse(*b.ToolCall)
+		case BlockOpaque:
+			if !isObject([]byte(b.Data)) {
+				continue
+			}
+			out = append(out, json.RawMessage(b.Data))
+			continue
 		default:
-			return nil, fmt.Errorf("anthropic response: content %d: unknown block type %q", i, b.Type)
+			continue
 		}
+		raw, err := marshalVerbatim(v)
+		if err != nil {
+			continue
+		}
+		out = append(out, raw)
 	}
-	switch resp.StopReason {
-	case "end_turn", "stop_sequence":
-		res.FinishReason = FinishStop
-	case "tool_use":
-		res.FinishReason = FinishToolCalls
-	case "max_tokens", "model_context_window_exceeded":
-		res.FinishReason = FinishLength
-	case "refusal":
-		res.refuse(FinishRefusal, "stop_reason: refusal")
-	default:
-		return nil, fmt.Errorf("anthropic response: unknown stop_reason %q", resp.StopReason)
+	return out
+}
+
+// toolUse is the tool_use block of a call. The API only takes an object; a call whose
+// arguments did not parse was already answered by an invalid_tool_arguments result.
+func toolUse(tc ToolCall) anthropicToolUse {
+	input := tc.Arguments
+	if input == nil {
+		input = json.RawMessage(`{}`)
 	}
-	return res, nil
+	return anthropicToolUse{Type: "tool_use", ID: tc.ID, Name: tc.Name, Input: input}
+}
+
+func marshalBlocks(role string, blocks []any) (string, []json.RawMessage, error) {
+	out := make([]json.RawMessage, 0, len(blocks))
+	for _, b := range blocks {
+		raw, err := marshalVerbatim(b)
+		if err != nil {
+			return "", nil, err
+		}
+		out = append(out, raw)
+	}
+	return role, out, nil
+}
+
+// marshalVerbatim is json.Marshal without HTML escaping, so that text the API sent (a
+// thinking block's "<" and "&", say) goes back byte for byte.
+func marshalVerbatim(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // refuse marks the result declined, with why as its reason, and drops its
-// output: a declined or filtered answer's partial text is never passed on.
+// output: a declined or filtered answer's partial text (blocks and streamed
+// chunks) is never passed on.
 func (r *Result) refuse(reason FinishReason, why string) {
 	r.Refusal = true
 	r.FinishReason = reason
 	r.RefusalReason = why
 	r.Blocks = []Block{}
+	r.Chunks = nil
 }

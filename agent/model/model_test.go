@@ -49,7 +49,7 @@ func TestRequestRejectsBadCalls(t *testing.T) {
 		}, "not a JSON object"},
 	}
 	translators := map[string]func(c *Call) ([]byte, error){
-		"anthropic": func(c *Call) ([]byte, error) { return AnthropicRequest(c, 100) },
+		"anthropic": func(c *Call) ([]byte, error) { return AnthropicRequest(c, Settings{}, false) },
 		"openai":    func(c *Call) ([]byte, error) { return OpenAIChatRequest(c, "") },
 		"responses": OpenAIResponsesRequest,
 	}
@@ -68,12 +68,6 @@ func TestRequestRejectsBadCalls(t *testing.T) {
 				t.Errorf("%s/%s: got error %v, want one containing %q", name, tc.name, err, tc.want)
 			}
 		}
-	}
-}
-
-func TestAnthropicRequestNeedsMaxTokens(t *testing.T) {
-	if _, err := AnthropicRequest(validCall(), 0); err == nil || !strings.Contains(err.Error(), "max_tokens is required") {
-		t.Fatalf("got %v, want max_tokens is required", err)
 	}
 }
 
@@ -108,7 +102,7 @@ func TestResultRejectsMalformed(t *testing.T) {
 		{"anthropic not json", AnthropicResult, `<html>`, "anthropic response"},
 		{"anthropic error body", AnthropicResult, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, "overloaded_error: Overloaded"},
 		{"anthropic wrong type", AnthropicResult, `{"type":"completion"}`, `type "completion"`},
-		{"anthropic unknown block", AnthropicResult, `{"type":"message","content":[{"type":"image"}],"stop_reason":"end_turn"}`, `unknown block type "image"`},
+		{"anthropic block without type", AnthropicResult, `{"type":"message","content":[{"text":"x"}],"stop_reason":"end_turn"}`, "content 0: a block without a type"},
 		{"anthropic tool_use without id", AnthropicResult, `{"type":"message","content":[{"type":"tool_use","name":"t","input":{}}],"stop_reason":"tool_use"}`, "without id"},
 		{"anthropic unknown stop", AnthropicResult, `{"type":"message","content":[],"stop_reason":"later"}`, `unknown stop_reason "later"`},
 		{"chat not json", OpenAIChatResult, `nope`, "openai chat response"},

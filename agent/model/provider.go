@@ -146,8 +146,9 @@ func (e SettingErrors) Error() string {
 }
 
 // DefaultAnthropicMaxTokens is the output limit sent to Anthropic, which
-// requires one, when neither the call nor the settings set it.
-const DefaultAnthropicMaxTokens = 4096
+// requires one, when neither the call nor the settings set it (a streamed
+// request: DefaultAnthropicStreamMaxTokens).
+const DefaultAnthropicMaxTokens = 16000
 
 // ReplayEnv names the variable the mock provider reads its file from when
 // Settings.ReplayPath is empty.

@@ -18,30 +18,6 @@ type wireFormat interface {
 	header() http.Header
 }
 
-// messagesWire is the Messages API (anthropic).
-type messagesWire struct {
-	maxTokens int
-	s         AnthropicSettings
-}
-
-// newMessagesWire checks the Messages settings of s and returns the wire.
-func newMessagesWire(s Settings) (wireFormat, error) {
-	limit := s.MaxTokens
-	if limit == 0 {
-		limit = DefaultAnthropicMaxTokens
-	}
-	return &messagesWire{maxTokens: limit, s: s.Anthropic}, nil
-}
-
-func (w *messagesWire) request(c *Call, stream bool) ([]byte, error) {
-	return AnthropicRequest(c, w.maxTokens)
-}
-func (w *messagesWire) result(body []byte, h http.Header) (*Result, error) {
-	return AnthropicResult(body, h)
-}
-func (w *messagesWire) stream() streamDecoder { return nil }
-func (w *messagesWire) header() http.Header   { return nil }
-
 // chatWire is Chat Completions (openai and the compatible providers).
 type chatWire struct {
 	maxTokensParam string

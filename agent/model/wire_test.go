@@ -31,7 +31,7 @@ type recordedFormat struct {
 }
 
 var wireFormats = []recordedFormat{
-	{"anthropic", func(c *wireCase) ([]byte, error) { return AnthropicRequest(&c.Call, c.DefaultMaxTokens) }, AnthropicResult},
+	{"anthropic", anthropicRecordedRequest, AnthropicResult},
 	{"openai", func(c *wireCase) ([]byte, error) { return OpenAIChatRequest(&c.Call, c.MaxTokensParam) }, OpenAIChatResult},
 	{"responses", func(c *wireCase) ([]byte, error) { return OpenAIResponsesRequest(&c.Call) }, OpenAIResponsesResult},
 }

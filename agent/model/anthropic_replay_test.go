@@ -1,0 +1,147 @@
+package model
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// The first turn's answer: a fallback took over, thought (signed; its text has the
+// characters a JSON encoder likes to escape), thought in redacted form, said something and
+// called a tool.
+var replayTurn1 = []string{
+	`{"type":"fallback","from":{"model":"claude-opus-5-5"},"to":{"model":"claude-opus-4-8"}}`,
+	`{"type":"thinking","thinking":"The cup is on the table & the drawer is < 1 m away, so: open it first.","signature":"EqQBCkYIBxgCKkDq8l3yR0k2Xb1mYpTgW7dV4nZ9sL2aQ6cF1hJ8uE5oK3rT0iM7vN4bG2wD9xS6yP1qA5zC8fH3jL0eU7tR"}`,
+	`{"type":"redacted_thinking","data":"EmwKAhgBEgy3va3pzGAD7vIdz2QaDGQ7i5rZ1v2X8pA0nQ0hR5mL9sT2wK7yF3cB6jE1uD8oN4gV0aH5xZ2lP9qS7tM3kC6e"}`,
+	`{"type":"text","text":"I'll open the left drawer."}`,
+	`{"type":"tool_use","id":"toolu_01RP","name":"robot__open_drawer","input":{"drawer":"left"}}`,
+}
+
+// TestAnthropicToolLoopReplaysThinking runs a two-turn tool loop through an httptest
+// Messages server: the second request carries the first answer's content blocks unchanged
+// and in order, the signed thinking block byte for byte.
+func TestAnthropicToolLoopReplaysThinking(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "test-key")
+	var mu sync.Mutex
+	var bodies [][]byte
+	var headers []http.Header
+	answers := []string{
+		`{"id":"msg_01RP1","type":"message","role":"assistant","model":"claude-opus-4-8","content":[` + strings.Join(replayTurn1, ",") + `],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":412,"output_tokens":120}}`,
+		`{"id":"msg_01RP2","type":"message","role":"assistant","model":"claude-opus-4-8","content":[{"type":"text","text":"The cup is in the drawer."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":700,"output_tokens":9}}`,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		n := len(bodies)
+		bodies = append(bodies, body)
+		headers = append(headers, r.Header.Clone())
+		mu.Unlock()
+		if r.URL.Path != "/v1/messages" || n >= len(answers) {
+			http.Error(w, `{"type":"error","error":{"type":"not_found_error","message":"no such turn"}}`, http.StatusNotFound)
+			return
+		}
+		w.Header().Set("request-id", "req_turn")
+		_, _ = io.WriteString(w, answers[n])
+	}))
+	defer srv.Close()
+
+	retries := 0
+	m, err := New(Settings{Provider: "anthropic", BaseURL: srv.URL, Model: "claude-opus-5-5", MaxRetries: &retries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := &Call{
+		Instructions: []string{"You drive a home robot through its tools."},
+		Messages:     []Message{{Role: RoleUser, Text: "Put the red cup in the drawer."}},
+		Tools:        []Tool{{Name: "robot__open_drawer", InputSchema: json.RawMessage(`{"type":"object","properties":{"drawer":{"type":"string"}}}`)}},
+	}
+	res, err := m.Generate(context.Background(), call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := res.ToolCalls()
+	if len(calls) != 1 || res.Evidence.Model != "claude-opus-4-8" || len(res.Evidence.Warnings) != 1 {
+		t.Fatalf("turn 1: %+v", res)
+	}
+	call.Messages = append(call.Messages, res.AssistantMessage(), Message{
+		Role:        RoleTool,
+		ToolResults: []ToolResult{{CallID: calls[0].ID, Name: calls[0].Name, Content: `{"success":true,"result":{"opened":"left"}}`}},
+	})
+	if _, err := m.Generate(context.Background(), call); err != nil {
+		t.Fatal(err)
+	}
+	if len(bodies) != 2 {
+		t.Fatalf("%d requests, want 2", len(bodies))
+	}
+	for i, h := range headers {
+		if h.Get("Anthropic-Beta") != FallbackBeta || h.Get("X-Api-Key") != "test-key" || h.Get("Anthropic-Version") != "2023-06-01" {
+			t.Errorf("request %d headers %v", i+1, h)
+		}
+	}
+
+	var second struct {
+		Thinking  map[string]string `json:"thinking"`
+		Fallbacks string            `json:"fallbacks"`
+		Messages  []struct {
+			Role    string            `json:"role"`
+			Content []json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(bodies[1], &second); err != nil {
+		t.Fatal(err)
+	}
+	if second.Thinking["type"] != "adaptive" || second.Fallbacks != "default" || len(second.Messages) != 3 {
+		t.Fatalf("turn 2 request: %s", bodies[1])
+	}
+	replayed := second.Messages[1]
+	if replayed.Role != "assistant" || len(replayed.Content) != len(replayTurn1) {
+		t.Fatalf("turn 2 replays %d blocks as %s, want the %d of turn 1: %s", len(replayed.Content), replayed.Role, len(replayTurn1), bodies[1])
+	}
+	for i, want := range replayTurn1 {
+		if !bytes.Equal(replayed.Content[i], []byte(want)) {
+			t.Errorf("block %d replayed as\n%s\nwant it unchanged:\n%s", i, replayed.Content[i], want)
+		}
+	}
+	if !bytes.Contains(bodies[1], []byte(replayTurn1[1])) {
+		t.Error("the signed thinking block is not byte-equal in the second request's body")
+	}
+	if got := second.Messages[2].Content; len(got) != 1 || !bytes.Contains(got[0], []byte(`"tool_use_id":"toolu_01RP"`)) {
+		t.Errorf("turn 2 tool result: %s", got)
+	}
+}
+
+// TestAnthropicReplaySkipsWhatTheAPIRefuses checks that reasoning without a signature (from
+// another provider), redacted reasoning without data and empty text are not replayed, and that a message whose blocks
+// leave nothing to send falls back to its text and tool calls.
+func TestAnthropicReplaySkipsWhatTheAPIRefuses(t *testing.T) {
+	c := validCall()
+	c.Messages = append(c.Messages,
+		Message{Role: RoleAssistant, Text: "ok", Blocks: []Block{{Kind: BlockReasoning, Text: "unsigned"}, {Kind: BlockReasoning, Redacted: true}, {Kind: BlockText, Text: ""}, {Kind: BlockText, Text: "ok"}}},
+		Message{Role: RoleUser, Text: "again"},
+		Message{Role: RoleAssistant, Text: "by hand", Blocks: []Block{{Kind: BlockReasoning, Text: "unsigned"}}},
+	)
+	body, err := AnthropicRequest(c, Settings{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req struct {
+		Messages []struct {
+			Content []json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		t.Fatal(err)
+	}
+	if got := req.Messages[1].Content; len(got) != 1 || string(got[0]) != `{"type":"text","text":"ok"}` {
+		t.Errorf("replayed %s, want only the text block", got)
+	}
+	if got := req.Messages[3].Content; len(got) != 1 || string(got[0]) != `{"type":"text","text":"by hand"}` {
+		t.Errorf("sent %s, want the message's text", got)
+	}
+}

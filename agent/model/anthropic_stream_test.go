@@ -1,0 +1,170 @@
+package model
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// sseEvent is one server-sent event of a recorded stream.
+type sseEvent struct {
+	name string
+	data []byte
+}
+
+// readSSE reads a recorded stream's events ("event:" and "data:" lines, a blank line ending
+// each event).
+func readSSE(t *testing.T, file string) []sseEvent {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var events []sseEvent
+	var cur sseEvent
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur.data != nil {
+				events = append(events, cur)
+			}
+			cur = sseEvent{}
+		case strings.HasPrefix(line, "event: "):
+			cur.name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			cur.data = []byte(strings.TrimPrefix(line, "data: "))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return events
+}
+
+// decodeStream feeds events to a fresh Messages stream decoder and returns its result, the
+// chunks its events returned, and the first error.
+func decodeStream(events []sseEvent, header http.Header) (*Result, []string, error) {
+	d := (&messagesWire{}).stream()
+	var chunks []string
+	for _, ev := range events {
+		chunk, err := d.Event(ev.name, ev.data)
+		if err != nil {
+			return nil, chunks, err
+		}
+		if chunk != "" {
+			chunks = append(chunks, chunk)
+		}
+	}
+	res, err := d.Result(header)
+	return res, chunks, err
+}
+
+// TestAnthropicStreamMatchesUnstreamed checks that each recorded stream
+// (testdata/anthropic/stream/*.sse) reads as the same Result as the same answer
+// unstreamed (*.json), its text deltas returned as chunks and kept in Result.Chunks.
+func TestAnthropicStreamMatchesUnstreamed(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "anthropic", "stream", "*.json"))
+	if len(files) < 3 {
+		t.Fatalf("want the recorded streams, got %d", len(files))
+	}
+	header := http.Header{"Request-Id": {"req_stream"}}
+	for _, file := range files {
+		name := strings.TrimSuffix(file, ".json")
+		t.Run(filepath.Base(name), func(t *testing.T) {
+			body, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := AnthropicResult(body, header)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, chunks, err := decodeStream(readSSE(t, name+".sse"), header)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(chunks) == 0 {
+				t.Fatal("no text delta came back as a chunk")
+			}
+			if want.Refusal {
+				if got.Chunks != nil {
+					t.Errorf("a refusal keeps its chunks %q", got.Chunks)
+				}
+			} else if !reflect.DeepEqual(got.Chunks, chunks) || strings.Join(chunks, "") != got.Text() {
+				t.Errorf("Result.Chunks %q, want the deltas %q making the text %q", got.Chunks, chunks, got.Text())
+			}
+			got.Chunks = nil
+			g, _ := json.Marshal(got)
+			w, _ := json.Marshal(want)
+			assertSameJSON(t, "streamed result", g, w)
+		})
+	}
+}
+
+// TestAnthropicStreamRefusal checks that text streamed before a refusal is returned as
+// chunks while it arrives (hold_stream withholds them) but the Result is a refusal with
+// no blocks and no chunks, its category and tokens kept.
+func TestAnthropicStreamRefusal(t *testing.T) {
+	res, chunks, err := decodeStream(readSSE(t, filepath.Join("testdata", "anthropic", "stream", "refusal.sse")), http.Header{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(chunks, "") != "Forcing the drawer open could" {
+		t.Errorf("chunks %q", chunks)
+	}
+	if !res.Refusal || res.FinishReason != FinishRefusal || res.RefusalCategory != "general_harms" ||
+		res.RefusalReason != "This request was declined because it could lead to harm." {
+		t.Errorf("want a general_harms refusal, got %+v", res)
+	}
+	if len(res.Blocks) != 0 || res.Chunks != nil || res.Text() != "" {
+		t.Errorf("a refusal passes on output: blocks %+v chunks %q", res.Blocks, res.Chunks)
+	}
+	if res.Usage.InputTokens != 610 || res.Usage.OutputTokens != 7 {
+		t.Errorf("usage %+v, want 610 in and 7 out still counted", res.Usage)
+	}
+}
+
+// TestAnthropicStreamErrors checks that an error event, a stream cut short and events out
+// of order are errors, never a partial answer.
+func TestAnthropicStreamErrors(t *testing.T) {
+	dir := filepath.Join("testdata", "anthropic", "stream")
+	_, chunks, err := decodeStream(readSSE(t, filepath.Join(dir, "overloaded.sse")), http.Header{})
+	var status *StatusError
+	if !errors.As(err, &status) || status.StatusCode != 529 || !status.Retryable() || !strings.Contains(err.Error(), "overloaded_error") || !strings.Contains(err.Error(), "Overloaded") {
+		t.Errorf("overloaded: got %v, want a retryable 529 naming overloaded_error", err)
+	}
+	if len(chunks) != 1 {
+		t.Errorf("chunks before the error: %q", chunks)
+	}
+
+	full := readSSE(t, filepath.Join(dir, "tool_use.sse"))
+	if _, _, err := decodeStream(full[:len(full)-1], http.Header{}); err == nil || !strings.Contains(err.Error(), "before message_stop") {
+		t.Errorf("a stream without message_stop: got %v", err)
+	}
+	if _, _, err := decodeStream(nil, http.Header{}); err == nil || !strings.Contains(err.Error(), "before message_start") {
+		t.Errorf("an empty stream: got %v", err)
+	}
+	cases := map[string][]sseEvent{
+		"delta before its block": {full[0], {"content_block_delta", []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}`)}},
+		"block out of order":     {full[0], {"content_block_start", []byte(`{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}`)}},
+		"delta after its stop": {full[0],
+			{"content_block_start", []byte(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)},
+			{"content_block_stop", []byte(`{"type":"content_block_stop","index":0}`)},
+			{"content_block_delta", []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}`)}},
+		"not json": {{"message_start", []byte(`{`)}},
+	}
+	for name, events := range cases {
+		if _, _, err := decodeStream(events, http.Header{}); err == nil || !strings.Contains(err.Error(), "anthropic stream") {
+			t.Errorf("%s: got %v", name, err)
+		}
+	}
+}
