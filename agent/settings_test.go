@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -225,3 +226,42 @@ func TestRetriesFromConfig(t *testing.T) {
 }
 
 func intp(n int) *int { return &n }
+
+// TestHeadersEnvReachTheProvider checks that a header of llm.headers_env is sent on every model
+// request with the value of its variable, replacing the provider's own header of that name.
+func TestHeadersEnvReachTheProvider(t *testing.T) {
+	var got atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Clone())
+		io.WriteString(w, `{"id":"c","model":"m","choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+	}))
+	defer srv.Close()
+	t.Setenv("TEST_GATEWAY_TEAM", "robots")
+	t.Setenv("TEST_GATEWAY_TITLE", "cell-7")
+	t.Setenv("TEST_OR_KEY", "sk-or")
+	cfg, err := config.Parse("robot.yaml", []byte(`servers: [{name: robot, command: robot}]
+llm:
+  provider: openrouter
+  base_url: `+srv.URL+`
+  api_key_env: TEST_OR_KEY
+  headers_env: {X-Team: TEST_GATEWAY_TEAM, X-Title: TEST_GATEWAY_TITLE}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ModelSettings(cfg.LLM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Generate(context.Background(), &model.Call{Messages: []model.Message{{Role: model.RoleUser, Text: "hi"}}}); err != nil {
+		t.Fatal(err)
+	}
+	h := got.Load().(http.Header)
+	if h.Get("X-Team") != "robots" || h.Get("X-Title") != "cell-7" || h.Get("Authorization") != "Bearer sk-or" {
+		t.Errorf("headers %v", h)
+	}
+}
