@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // The values of Usage.CostSource.
@@ -140,10 +141,14 @@ func (m *pricedModel) Generate(ctx context.Context, c *Call) (*Result, error) {
 	return res, nil
 }
 
-// truncateText shortens s to at most n bytes for a message.
+// truncateText shortens s to at most n bytes for a message, cutting between
+// characters.
 func truncateText(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

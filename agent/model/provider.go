@@ -115,7 +115,10 @@ type AnthropicSettings struct {
 	Aliases map[string]string
 }
 
-// Price is what a model costs, in USD per million tokens.
+// Price is what a model costs, in USD per million tokens: Input for input
+// tokens neither read from nor written to the prompt cache, CacheRead and
+// CacheWrite for those that are, Output for output tokens. Zero is free; the
+// llm section's cache_read and cache_write default to its input price.
 type Price struct {
 	Input, Output, CacheRead, CacheWrite float64
 }

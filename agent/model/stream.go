@@ -21,9 +21,10 @@ const maxEventLine = 1 << 20
 //
 // The request itself is retried as Do retries it, until an answer with a
 // 2xx status arrives; from then on nothing is retried, since events have
-// been delivered. An error event returns, or a line longer than 1 MiB, ends
-// the stream with that error. Timeout bounds each attempt, the whole stream
-// included, and cancelling ctx stops the stream at once.
+// been delivered. An error the event callback returns ends the stream with that error,
+// and so does a line longer than 1 MiB or an answer longer than 32 MiB.
+// Timeout bounds each attempt, the whole stream included, and cancelling
+// ctx stops the stream at once.
 func (t *Transport) DoStream(ctx context.Context, body []byte, event func(name string, data []byte) error) (http.Header, error) {
 	_, header, err := t.send(ctx, body, true, func(r io.Reader) ([]byte, error) {
 		if err := readEvents(&limitedReader{r: r, left: maxResponseBytes}, event); err != nil {

@@ -37,7 +37,9 @@ const (
 // mid-wait. The API key is read from the environment on each call and never
 // appears in an error. When the context holds a recording span (the agent's
 // model request span), each retry is an event of it: the failed attempt and
-// its error.type.
+// its error.type. Each attempt carries the context's invocation id
+// (WithInvocationID) in the X-Invocation-Id header. DoStream reads a
+// streamed answer.
 //
 // The zero value is not usable: BaseURL is required. A Transport is safe
 // for concurrent use if its fields are not changed.
