@@ -140,6 +140,9 @@ func TestNewRefusesWhatTheProviderDoesNotTake(t *testing.T) {
 		{"scripted chunks", Settings{Provider: "scripted", Script: &ScriptedSettings{Replies: []Reply{{Text: "hi"}, {Text: "hello", Chunks: []string{"hel", "l"}}}}},
 			"replies[1].chunks", `joined, they are "hell", which is not the reply's text "hello"`},
 		{"scripted finish reason", Settings{Provider: "scripted", Script: &ScriptedSettings{Replies: []Reply{{Text: "hi", FinishReason: "done"}}}}, "replies[0].finish_reason", "use one of: stop"},
+		{"scripted negative cost", Settings{Provider: "scripted", Script: &ScriptedSettings{Replies: []Reply{{Text: "hi", CostUSD: -1}}}}, "replies[0].cost_usd", "must not be negative"},
+		{"scripted negative usage", Settings{Provider: "scripted", Script: &ScriptedSettings{Rules: []ScriptRule{{Reply: Reply{Text: "hi", Usage: &Usage{OutputTokens: -3}}}}}},
+			"rules[0].reply.usage.output_tokens", "must not be negative, got -3"},
 		{"scripted regex on another provider", Settings{Provider: "openai", Script: &ScriptedSettings{Rules: []ScriptRule{{Matches: "[", Reply: Reply{Text: "y"}}}}}, "rules[0].matches", "not a valid regular expression"},
 	}
 	for _, tc := range cases {

@@ -302,6 +302,20 @@ func (p *problems) checkReply(at string, r Reply) {
 		}
 	}
 	p.enum(at+".finish_reason", r.FinishReason, finishValues)
+	if r.CostUSD < 0 {
+		p.add(at+".cost_usd", "must not be negative, got %g", r.CostUSD)
+	}
+	if u := r.Usage; u != nil {
+		for _, f := range []struct {
+			key string
+			v   float64
+		}{{"input_tokens", float64(u.InputTokens)}, {"output_tokens", float64(u.OutputTokens)}, {"cache_read_tokens", float64(u.CacheReadTokens)},
+			{"cache_write_tokens", float64(u.CacheWriteTokens)}, {"cost_usd", u.CostUSD}} {
+			if f.v < 0 {
+				p.add(at+".usage."+f.key, "must not be negative, got %g", f.v)
+			}
+		}
+	}
 	if len(r.Chunks) > 0 && r.Text != "" && strings.Join(r.Chunks, "") != r.Text {
 		p.add(at+".chunks", "joined, they are %q, which is not the reply's text %q; the chunks are how the text is streamed", truncateText(strings.Join(r.Chunks, ""), 60), truncateText(r.Text, 60))
 	}
