@@ -3,12 +3,16 @@ package agent
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/mcp-gateway/mcp-gateway/agent/model"
 	"github.com/mcp-gateway/mcp-gateway/config"
@@ -66,8 +70,94 @@ llm:
 		t.Fatal(err)
 	}
 	_, err = ModelSettings(cfg.LLM)
-	if err == nil || !strings.Contains(err.Error(), "llm.replies[0].tool_calls[0].arguments (line 5)") {
+	var list model.SettingErrors
+	if !errors.As(err, &list) || len(list) != 1 || list[0].Key != "replies[0].tool_calls[0].arguments" || cfg.LLM.Line(list[0].Key) != 5 ||
+		list[0].Msg != "want a mapping of argument names to values" {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestModelSettingsConvertsEverySetting checks that each setting of the llm section reaches
+// model.Settings: headers_env read from the environment, prices with their cache defaults, the
+// anthropic settings, and scripted chunks.
+func TestModelSettingsConvertsEverySetting(t *testing.T) {
+	t.Setenv("TEST_MODEL_AUTH", "Bearer from-env")
+	cfg, err := config.Parse("robot.yaml", []byte(`servers: [{name: robot, command: robot}]
+llm:
+  provider: anthropic
+  base_url: http://gateway:4000
+  api_key_env: GATEWAY_KEY
+  max_tokens: 900
+  timeout: 90s
+  max_retries: 0
+  headers_env: {Authorization: TEST_MODEL_AUTH}
+  temperature: 0.2
+  cost_header: x-cost
+  prices: {claude-x: {input: 3, output: 15, cache_write: 3.75}}
+  stream: true
+  hold_stream: true
+  thinking: none
+  effort: high
+  fallbacks: none
+  structured_outputs: true
+  sampling: true
+  stream_max_tokens: 32000
+  default: strong
+  aliases: {strong: claude-x}
+  replies:
+    - {text: hello, chunks: [hel, lo], cost_usd: 0.5}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ModelSettings(cfg.LLM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := model.Settings{
+		Provider: "anthropic", BaseURL: "http://gateway:4000", APIKeyEnv: "GATEWAY_KEY", MaxTokens: 900,
+		Timeout: 90 * time.Second, MaxRetries: new(int), Headers: map[string]string{"Authorization": "Bearer from-env"},
+		CostHeader: "x-cost", Prices: map[string]model.Price{"claude-x": {Input: 3, Output: 15, CacheRead: 3, CacheWrite: 3.75}},
+		Stream: true, HoldStream: true,
+		Anthropic: model.AnthropicSettings{Thinking: "none", Effort: "high", Fallbacks: "none", StructuredOutputs: true, Sampling: true,
+			StreamMaxTokens: 32000, Default: "strong", Aliases: map[string]string{"strong": "claude-x"}},
+		Script: &model.ScriptedSettings{Replies: []model.Reply{{Text: "hello", Chunks: []string{"hel", "lo"}, CostUSD: 0.5}}},
+	}
+	if s.Temperature == nil || *s.Temperature != 0.2 {
+		t.Errorf("temperature %v", s.Temperature)
+	}
+	s.Temperature = nil
+	if !reflect.DeepEqual(s, want) {
+		t.Errorf("settings\n%+v\nwant\n%+v", s, want)
+	}
+
+	t.Setenv("TEST_MODEL_AUTH", "")
+	_, err = ModelSettings(cfg.LLM)
+	if err == nil || err.Error() != "headers_env.Authorization: names the environment variable TEST_MODEL_AUTH, which is not set; set it, or remove the header" {
+		t.Errorf("unset variable: %v", err)
+	}
+}
+
+// TestCheckLLM checks that CheckLLM reports what building the model finds, keyed for the
+// lines, and keeps an unset headers_env variable apart; AgentLLMCheck counts it as a problem.
+func TestCheckLLM(t *testing.T) {
+	l := &config.LLM{Provider: "openai", Thinking: "adaptive", HeadersEnv: map[string]string{"X-Team": "TEAM"},
+		Replies: []config.ScriptReply{{Text: "hi", ToolCalls: []config.ScriptToolCall{{Name: "t", Arguments: &yaml.Node{Kind: yaml.SequenceNode}}}}}}
+	getenv := func(string) string { return "" }
+	problems, unset := CheckLLM(l, getenv)
+	if len(problems) != 2 || problems[0].Key != "replies[0].tool_calls[0].arguments" || problems[1].Key != "thinking" ||
+		!strings.Contains(problems[1].Msg, "is a setting of provider anthropic only; provider openai (Chat Completions) does not take it") {
+		t.Errorf("problems %+v", problems)
+	}
+	if len(unset) != 1 || unset[0] != (config.LLMProblem{Key: "headers_env.X-Team", Msg: "names the environment variable TEAM, which is not set"}) {
+		t.Errorf("unset %+v", unset)
+	}
+	if got := AgentLLMCheck(getenv)(l); len(got) != 3 || got[2].Key != "headers_env.X-Team" || !strings.HasSuffix(got[2].Msg, "; set it, or remove the header") {
+		t.Errorf("agent: %+v", got)
+	}
+	problems, unset = CheckLLM(&config.LLM{Provider: "ollama", HeadersEnv: map[string]string{"X-Team": "TEAM"}}, func(string) string { return "robots" })
+	if len(problems) != 0 || len(unset) != 0 {
+		t.Errorf("a good section: %+v %+v", problems, unset)
 	}
 }
 
@@ -136,3 +226,42 @@ func TestRetriesFromConfig(t *testing.T) {
 }
 
 func intp(n int) *int { return &n }
+
+// TestHeadersEnvReachTheProvider checks that a header of llm.headers_env is sent on every model
+// request with the value of its variable, replacing the provider's own header of that name.
+func TestHeadersEnvReachTheProvider(t *testing.T) {
+	var got atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Clone())
+		io.WriteString(w, `{"id":"c","model":"m","choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+	}))
+	defer srv.Close()
+	t.Setenv("TEST_GATEWAY_TEAM", "robots")
+	t.Setenv("TEST_GATEWAY_TITLE", "cell-7")
+	t.Setenv("TEST_OR_KEY", "sk-or")
+	cfg, err := config.Parse("robot.yaml", []byte(`servers: [{name: robot, command: robot}]
+llm:
+  provider: openrouter
+  base_url: `+srv.URL+`
+  api_key_env: TEST_OR_KEY
+  headers_env: {X-Team: TEST_GATEWAY_TEAM, X-Title: TEST_GATEWAY_TITLE}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ModelSettings(cfg.LLM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Generate(context.Background(), &model.Call{Messages: []model.Message{{Role: model.RoleUser, Text: "hi"}}}); err != nil {
+		t.Fatal(err)
+	}
+	h := got.Load().(http.Header)
+	if h.Get("X-Team") != "robots" || h.Get("X-Title") != "cell-7" || h.Get("Authorization") != "Bearer sk-or" {
+		t.Errorf("headers %v", h)
+	}
+}

@@ -302,16 +302,19 @@ func (d *decoder) checkCommand(s *Server, src *source, loc location, dir string)
 
 // checkHeaders checks that headers_env maps HTTP header names to environment variable names.
 func (d *decoder) checkHeaders(s *Server, loc location) {
-	headers := d.src[&s.HeadersEnv]
+	d.checkHeadersEnv(s.HeadersEnv, d.src[&s.HeadersEnv], loc.field("headers_env"))
+}
+
+// checkHeadersEnv checks a headers_env mapping m, written as src, at loc.
+func (d *decoder) checkHeadersEnv(m map[string]string, headers *source, loc location) {
 	if headers == nil {
 		return
 	}
-	loc = loc.field("headers_env")
 	for name, e := range headers.keys {
 		if !headerNameRE.MatchString(name) {
 			d.errorf(e.line, loc, "%q is not an HTTP header name", truncate(name))
 		}
-		if v := s.HeadersEnv[name]; e.ok && !envNameRE.MatchString(v) {
+		if v := m[name]; e.ok && !envNameRE.MatchString(v) {
 			// The value is not repeated: it may be the secret itself, written here by mistake.
 			d.errorf(e.value.Line, loc.field(name), "must name the environment variable holding the header's value (letters, digits and _, not starting with a digit), never the value itself")
 		}

@@ -38,6 +38,10 @@ type decoder struct {
 	// src records, for every struct, map and slice decoded (by its address), where it was
 	// written and which keys it had, so the checks after decoding know what was given and where.
 	src map[any]*source
+	// llmErrors are the paths inside the llm section (LLM.Line's) of the problems found there
+	// ("" for the section itself), so that Options.CheckLLM's problems about the same settings
+	// are left out.
+	llmErrors []string
 }
 
 // source is what the file said for one struct, map or slice.
@@ -126,6 +130,28 @@ func (l location) index(i int, label string) location {
 	return l
 }
 
+// llmPath is the path of l inside the llm section (LLM.Line's: "rules[0].reply.text"), and
+// whether l is inside it.
+func (l location) llmPath() (string, bool) {
+	p := l.path
+	if head := l.head; head != "" {
+		if i := strings.LastIndex(head, " ("); i >= 0 && strings.HasSuffix(head, ")") {
+			head = head[:i] // the element's label
+		}
+		if p != "" && !strings.HasPrefix(p, "[") {
+			p = "." + p
+		}
+		p = head + p
+	}
+	switch {
+	case p == "llm":
+		return "", true
+	case strings.HasPrefix(p, "llm."):
+		return p[len("llm."):], true
+	}
+	return "", false
+}
+
 func (l location) String() string {
 	switch {
 	case l.head == "":
@@ -143,6 +169,9 @@ func newDecoder(file string) *decoder {
 
 // errorf records a problem at line, prefixed with where it is.
 func (d *decoder) errorf(line int, loc location, format string, args ...any) {
+	if p, ok := loc.llmPath(); ok {
+		d.llmErrors = append(d.llmErrors, p)
+	}
 	if where := loc.String(); where != "" {
 		format = "%s: " + format
 		args = append([]any{where}, args...)
@@ -450,7 +479,7 @@ func (d *decoder) unknownKey(e entry, t reflect.Type, known []string, loc locati
 
 func (d *decoder) typeError(n *yaml.Node, t reflect.Type, loc location) {
 	got := describe(n)
-	if n.Kind == yaml.ScalarNode && strings.HasPrefix(loc.path, "headers_env") {
+	if n.Kind == yaml.ScalarNode && (strings.HasPrefix(loc.path, "headers_env") || strings.HasPrefix(loc.path, "llm.headers_env")) {
 		// Someone who writes the header's value here instead of a variable name wrote a secret.
 		got = "a single value"
 	}
@@ -459,6 +488,9 @@ func (d *decoder) typeError(n *yaml.Node, t reflect.Type, loc location) {
 
 // expect says what a value of Go type t looks like in YAML.
 func expect(t reflect.Type) string {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem() // an optional value (temperature, max_retries) looks like the value
+	}
 	if t == reflect.TypeFor[Duration]() {
 		return "a duration such as 90s, 5m or 1h30m"
 	}

@@ -147,7 +147,7 @@ var providerKeyEnv = map[string]string{
 // SecretEnv lists the variables that hold the secrets cfg makes the gateway read, in this
 // order: gateway.admin_token_env, every auth.tokens[].token_env, every headers_env value
 // (of the telemetry, the approval webhook and the servers, each server's with its
-// oauth.client_secret_env), the model's API key (llm.api_key_env,
+// oauth.client_secret_env, then the model's), the model's API key (llm.api_key_env,
 // or the default variable of llm.provider), then the variables read without a setting
 // (fixedSecretVars). A name may come more than once, from several settings.
 func SecretEnv(cfg *Config) []SecretVar {
@@ -190,6 +190,7 @@ func (d *decoder) secretEnv(cfg *Config) []SecretVar {
 			add(o.ClientSecretEnv, fmt.Sprintf("servers[%d].oauth.client_secret_env", i), lineOf(o, "client_secret_env"))
 		}
 	}
+	headers(&cfg.LLM.HeadersEnv, "llm.headers_env")
 	switch l := &cfg.LLM; {
 	case l.APIKeyEnv != "":
 		add(l.APIKeyEnv, "llm.api_key_env", lineOf(l, "api_key_env"))

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -66,6 +67,45 @@ type LLM struct {
 	// MaxTokensTotal and MaxCostUSD are the run's budgets; zero means none.
 	MaxTokensTotal int     `yaml:"max_tokens_total" json:"max_tokens_total,omitempty" jsonschema:"minimum=0,description=Token budget of one run (input plus output); 0 for none."`
 	MaxCostUSD     float64 `yaml:"max_cost_usd" json:"max_cost_usd,omitempty" jsonschema:"minimum=0,description=Cost budget of one run in USD; 0 for none."`
+
+	// lines is where each setting of the section was written, by its path (see Line); filled
+	// by Parse.
+	lines map[string]int
+}
+
+// Line is the line of the file where the setting at path was written: path is a setting's
+// path inside the llm section, as agent/model.SettingError.Key gives it ("thinking",
+// "headers_env.Authorization", "rules[2].matches", "prices.gpt-4o.input"). A path that was
+// not written gives the line of the nearest setting above it that was ("rules[2]" for
+// "rules[2].reply.text" when the reply has no text), and "" (or nothing found) the line of the
+// llm key itself; 0 when the section was not read from a file.
+func (l *LLM) Line(path string) int {
+	for {
+		if line, ok := l.lines[path]; ok {
+			return line
+		}
+		if path == "" {
+			return 0
+		}
+		path = path[:max(strings.LastIndexAny(path, ".["), 0)]
+	}
+}
+
+// LLMProblem is a problem of one setting of the llm section found beyond what Parse checks
+// itself (Options.CheckLLM): Key is the setting's path inside the section (see LLM.Line), Msg
+// says what is wrong, written to follow "llm.<Key>: ".
+type LLMProblem struct {
+	Key, Msg string
+}
+
+// Options are checks ParseWith and LoadWith make beyond those of the file itself.
+type Options struct {
+	// CheckLLM, when set, is called with the llm section once it has been decoded and checked
+	// without a problem of its own (whatever the other sections' problems), if the file has
+	// one; each problem it returns is reported with the others, at the line of its setting,
+	// as "llm.<Key>: <Msg>". mcp-gateway check and agent build the model provider with it
+	// (agent.CheckLLM), so that its problems are listed with the file's, in one pass.
+	CheckLLM func(l *LLM) []LLMProblem
 }
 
 // LLMPrice is a model's price in USD per million tokens (agent/model.Price).
@@ -148,9 +188,112 @@ func (d *decoder) checkLLM(cfg *Config) {
 		d.errorf(src.valueLine("provider"), loc.field("provider"), "is empty")
 	}
 	top := d.src[cfg]
+	if e, ok := top.keys["llm"]; ok {
+		l.lines = d.settingLines(e.value, e.line)
+	}
+	if src.has("headers") {
+		d.refuseLiteralHeaders(l, src, loc)
+	}
+	d.checkHeadersEnv(l.HeadersEnv, d.src[&l.HeadersEnv], loc.field("headers_env"))
+	for name, p := range l.Prices {
+		// A price not given for cache reads and writes is the input price (a negative one is
+		// refused once, as the input price).
+		if _, given := l.lines["prices."+name+".cache_read"]; !given && p.Input >= 0 {
+			p.CacheRead = p.Input
+		}
+		if _, given := l.lines["prices."+name+".cache_write"]; !given && p.Input >= 0 {
+			p.CacheWrite = p.Input
+		}
+		l.Prices[name] = p
+	}
 	for name, text := range cfg.Experience {
 		if strings.TrimSpace(text) == "" {
 			d.errorf(top.lineOf("experience"), location{path: "experience"}, "tool %q: the text is empty", truncate(name))
 		}
 	}
+}
+
+// refuseLiteralHeaders refuses llm.headers: a header's value (a credential, as often as not)
+// is never written in the file, like the API key; headers_env names the variable holding it.
+func (d *decoder) refuseLiteralHeaders(l *LLM, src *source, loc location) {
+	const why = "a header's value is never written in the file, where whoever reads the file reads it (like api_key); " +
+		"put it in an environment variable and name that in headers_env instead"
+	headers := d.src[&l.Headers]
+	if headers == nil || len(headers.keys) == 0 {
+		d.errorf(src.lineOf("headers"), loc.field("headers"), "%s (headers_env: {Header-Name: VARIABLE})", why)
+		return
+	}
+	for name, e := range headers.keys {
+		// The value is not repeated: it may be the secret itself.
+		d.errorf(e.line, loc.field("headers").field(name), "%s (headers_env: {%s: VARIABLE})", why, truncate(name))
+	}
+}
+
+// maxSettingLines bounds the settings settingLines records; a real llm section has far fewer.
+const maxSettingLines = 10_000
+
+// settingLines records where each setting under n (the llm section, its key at line) was
+// written, by path: the value's line for a scalar, the key's for a mapping or a list, its own
+// line for an element of a list ("rules[2]"). "" is the line of the section's key. Aliases are
+// followed and << merges expanded, a key written in a mapping winning over a merged one.
+func (d *decoder) settingLines(n *yaml.Node, line int) map[string]int {
+	lines := map[string]int{"": line}
+	var walk func(n *yaml.Node, path string, depth int)
+	mapping := func(n *yaml.Node, path string, depth int) {
+		var merges []*yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
+				merges = append(merges, v)
+				continue
+			}
+			key := d.resolve(k)
+			if key == nil || key.Kind != yaml.ScalarNode {
+				continue
+			}
+			p := key.Value
+			if path != "" {
+				p = path + "." + key.Value
+			}
+			if _, seen := lines[p]; seen || len(lines) >= maxSettingLines {
+				continue
+			}
+			lines[p] = k.Line
+			if val := d.resolve(v); val != nil && val.Kind == yaml.ScalarNode {
+				lines[p] = val.Line
+			}
+			walk(v, p, depth+1)
+		}
+		for _, m := range merges {
+			m = d.resolve(m)
+			if m != nil && m.Kind == yaml.SequenceNode {
+				for _, el := range m.Content {
+					walk(el, path, depth+1)
+				}
+				continue
+			}
+			walk(m, path, depth+1)
+		}
+	}
+	walk = func(n *yaml.Node, path string, depth int) {
+		n = d.resolve(n)
+		if n == nil || depth > maxMergeDepth*4 {
+			return
+		}
+		switch n.Kind {
+		case yaml.MappingNode:
+			mapping(n, path, depth)
+		case yaml.SequenceNode:
+			for i, el := range n.Content {
+				p := path + "[" + strconv.Itoa(i) + "]"
+				if _, seen := lines[p]; seen || len(lines) >= maxSettingLines {
+					continue
+				}
+				lines[p] = el.Line
+				walk(el, p, depth+1)
+			}
+		}
+	}
+	walk(n, "", 0)
+	return lines
 }

@@ -30,6 +30,20 @@ func Load(path string) (*Config, error) {
 // On any problem it returns nil and an *Errors listing every problem with its line; only a YAML
 // syntax error stops the search early, since nothing after it can be trusted.
 func Parse(path string, data []byte) (*Config, error) {
+	return ParseWith(path, data, Options{})
+}
+
+// LoadWith is Load with the further checks of o.
+func LoadWith(path string, o Options) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWith(path, data, o)
+}
+
+// ParseWith is Parse with the further checks of o, whose problems are listed with the file's.
+func ParseWith(path string, data []byte, o Options) (*Config, error) {
 	d := newDecoder(path)
 	d.data = data
 	root := d.document(data)
@@ -37,6 +51,19 @@ func Parse(path string, data []byte) (*Config, error) {
 	// After an alias bomb the decoded values are partial; checking them would only add noise.
 	if root != nil && d.decodeRoot(root, cfg) && !d.tooMany {
 		d.check(cfg)
+		// The llm section must be a mapping: otherwise it holds nothing to build a model from.
+		if top := d.src[cfg]; o.CheckLLM != nil && top != nil && top.given("llm") && d.src[&cfg.LLM] != nil {
+			for _, p := range o.CheckLLM(&cfg.LLM) {
+				if d.reportedInLLM(p.Key) {
+					continue
+				}
+				loc := location{path: "llm"}
+				if p.Key != "" {
+					loc = loc.field(p.Key)
+				}
+				d.errorf(cfg.LLM.Line(p.Key), loc, "%s", p.Msg)
+			}
+		}
 	}
 	if len(d.errs.List) > 0 {
 		d.errs.sort()
@@ -161,4 +188,19 @@ func (d *decoder) decodeRoot(root *yaml.Node, cfg *Config) bool {
 	}
 	d.value(n, reflect.ValueOf(cfg).Elem(), location{})
 	return true
+}
+
+// reportedInLLM reports whether a problem was already found with the llm setting at path, or
+// with one inside it or around it (a value that did not decode leaves its setting zero, which
+// would only repeat the problem). Problems of the section itself (an unknown key) do not count.
+func (d *decoder) reportedInLLM(path string) bool {
+	related := func(outer, inner string) bool {
+		return strings.HasPrefix(inner, outer) && (len(inner) == len(outer) || inner[len(outer)] == '.' || inner[len(outer)] == '[')
+	}
+	for _, e := range d.llmErrors {
+		if e != "" && (related(e, path) || related(path, e)) {
+			return true
+		}
+	}
+	return false
 }

@@ -115,7 +115,10 @@ type AnthropicSettings struct {
 	Aliases map[string]string
 }
 
-// Price is what a model costs, in USD per million tokens.
+// Price is what a model costs, in USD per million tokens: Input for input
+// tokens neither read from nor written to the prompt cache, CacheRead and
+// CacheWrite for those that are, Output for output tokens. Zero is free; the
+// llm section's cache_read and cache_write default to its input price.
 type Price struct {
 	Input, Output, CacheRead, CacheWrite float64
 }
@@ -223,7 +226,9 @@ func Providers() []string {
 	return names
 }
 
-// New builds the Model that s chooses.
+// New builds the Model that s chooses, checking every setting first: the
+// error lists every problem as SettingErrors, each under the setting's path
+// in the llm section, so nothing is found only by the first request.
 //
 // An HTTP provider is its wire translator pair around a Transport, with the
 // provider's default base URL, path, key variable, key header and model
@@ -232,40 +237,62 @@ func Providers() []string {
 // sends the key in an api-key header; ollama takes no key; openai and
 // openai.responses use OPENAI_BASE_URL when BaseURL is empty and it is set.
 // The key itself is read when a request is made, so a missing key fails
-// the first call, naming the variable.
+// the first call, naming the variable. A setting the provider does not take
+// (thinking on openai, max_tokens_param on anthropic) is refused, naming
+// the providers that take it. Each request has a timeout (Timeout, else
+// DefaultTimeout, or DefaultMessagesTimeout for anthropic).
 //
 // scripted needs s.Script and ignores the HTTP settings, so a configuration
 // can switch to it without removing them; mock replays s.ReplayPath (or
-// $LLM_REPLAY).
+// $LLM_REPLAY). Every Model New returns prices its answers (see
+// Usage.CostSource): the cost header, else the cost the answer reports,
+// else s.Prices.
 func New(s Settings) (Model, error) {
+	var p problems
 	switch s.Provider {
-	case "scripted":
-		if s.Script == nil {
-			return nil, fmt.Errorf("model provider scripted: no script (rules or replies) given")
+	case "scripted", "mock":
+		p.checkPrices(s.Prices)
+		var inner Model
+		if s.Provider == "scripted" {
+			p.checkScript(s.Script)
+			if len(p) == 0 {
+				sc, err := NewScripted(*s.Script)
+				p.addErr("", err)
+				inner = sc
+			}
+		} else {
+			path := s.ReplayPath
+			if path == "" {
+				path = os.Getenv(ReplayEnv)
+			}
+			if path == "" {
+				p.add("replay_path", "is not set: provider mock replays a recorded file; set replay_path or $%s", ReplayEnv)
+			} else {
+				r, err := NewReplay(path)
+				p.addErr("replay_path", err)
+				inner = r
+			}
 		}
-		return NewScripted(*s.Script)
-	case "mock":
-		path := s.ReplayPath
-		if path == "" {
-			path = os.Getenv(ReplayEnv)
+		if err := p.result(); err != nil {
+			return nil, err
 		}
-		if path == "" {
-			return nil, fmt.Errorf("model provider mock: no replay file: set replay_path or %s", ReplayEnv)
+		// A scripted reply's cost_usd counts as "scripted"; a replayed decision keeps the
+		// cost and source it was recorded with, so the replay is exact.
+		reported := CostFromScript
+		if s.Provider == "mock" {
+			reported = ""
 		}
-		return NewReplay(path)
+		return &pricedModel{Model: inner, pricer: newPricer(Settings{Prices: s.Prices, CostHeader: CostHeaderNone}, reported)}, nil
 	}
 	d, ok := providers[s.Provider]
 	if !ok {
-		return nil, fmt.Errorf("unknown model provider %q: want one of %s", s.Provider, strings.Join(Providers(), ", "))
+		return nil, SettingErrors{unknownProvider(s.Provider)}
 	}
-	if s.MaxTokens < 0 {
-		return nil, fmt.Errorf("model provider %s: max_tokens %d is negative", s.Provider, s.MaxTokens)
-	}
-	if s.MaxTokensParam != "" && d.wire != wireChat {
-		return nil, fmt.Errorf("model provider %s: max_tokens_param applies only to Chat Completions providers", s.Provider)
-	}
-	if s.MaxTokensParam != "" && s.MaxTokensParam != MaxTokensParam && s.MaxTokensParam != MaxCompletionTokensParam {
-		return nil, fmt.Errorf("model provider %s: max_tokens_param %q: want %q or %q", s.Provider, s.MaxTokensParam, MaxTokensParam, MaxCompletionTokensParam)
+	p.checkHTTP(s, s.Provider, d)
+	if s.Script != nil {
+		// Not used by this provider, but an overlay may switch to scripted: its mistakes are
+		// found now.
+		p.checkScript(s.Script)
 	}
 	t := &Transport{
 		BaseURL:      s.BaseURL,
@@ -277,6 +304,9 @@ func New(s Settings) (Model, error) {
 		Timeout:      s.Timeout,
 		OnRetry:      s.OnRetry,
 		InjectHeader: s.InjectHeader,
+	}
+	if t.Timeout == 0 {
+		t.Timeout = d.wire.defaultTimeout()
 	}
 	if t.BaseURL == "" && d.baseURLEnv != "" {
 		t.BaseURL = os.Getenv(d.baseURLEnv)
@@ -295,15 +325,17 @@ func New(s Settings) (Model, error) {
 	default:
 		t.MaxAttempts = 1 // Chat Completions and Responses: a gateway in front owns retries
 	}
-	for k, v := range d.headers {
-		t.Header.Set(k, v)
-	}
-	for k, v := range s.Headers {
-		t.Header.Set(k, v)
-	}
-	m := &httpModel{provider: s.Provider, model: s.Model, maxTokens: s.MaxTokens, transport: t}
-	if m.model == "" {
-		m.model = d.model
+	m := &httpModel{
+		provider:          s.Provider,
+		model:             s.RequestModel(),
+		aliases:           s.Anthropic.Aliases,
+		maxTokens:         s.MaxTokens,
+		temperature:       s.Temperature,
+		blockEmptyAnswers: s.BlockEmptyAnswers,
+		stream:            s.Stream,
+		holdStream:        s.HoldStream,
+		pricer:            newPricer(s, CostFromProvider),
+		transport:         t,
 	}
 	var err error
 	switch d.wire {
@@ -314,60 +346,128 @@ func New(s Settings) (Model, error) {
 	case wireResponses:
 		m.wire, err = newResponsesWire(s)
 	}
-	if err != nil {
+	p.addErr("", err)
+	if m.wire != nil && s.Stream && d.wire != wireResponses && m.wire.stream() == nil {
+		p.add("stream", "provider %s cannot stream yet (its wire has no stream decoder); remove stream", s.Provider)
+	}
+	if err := p.result(); err != nil {
 		return nil, err
+	}
+	// The provider's own headers, then those its wire's settings add, then
+	// the configured ones (headers_env), which replace any of the same name.
+	for k, v := range d.headers {
+		t.Header.Set(k, v)
 	}
 	for k, v := range m.wire.header() {
 		t.Header[k] = v
 	}
+	for k, v := range s.Headers {
+		t.Header.Set(k, v)
+	}
 	return m, nil
 }
 
-// RequestModel is the model a request names when its call names none: the
-// configured model, else the provider's default ("" for scripted and mock
-// without one). Spans and logs name the model with it.
+// RequestModel is the model a request names when its call names none:
+// anthropic's default (through its aliases), else the configured model,
+// else the provider's default ("" for scripted and mock without one).
+// Spans and logs name the model with it.
 func (s Settings) RequestModel() string {
-	if s.Model != "" {
-		return s.Model
+	return s.ResolveModel("")
+}
+
+// ResolveModel is the model id a call naming model asks for: the model id
+// of an alias (anthropic's aliases), else model itself; for "", the
+// default model (RequestModel). The llm.judge guard names its model with an
+// alias.
+func (s Settings) ResolveModel(model string) string {
+	if model == "" {
+		model = s.Anthropic.Default
+		if model == "" {
+			model = s.Model
+		}
 	}
-	return providers[s.Provider].model
+	if id, ok := s.Anthropic.Aliases[model]; ok {
+		return id
+	}
+	if model == "" {
+		return providers[s.Provider].model
+	}
+	return model
 }
 
 // httpModel is a provider reached over HTTP: request translator, transport,
 // result translator.
 type httpModel struct {
-	provider  string
-	model     string
-	maxTokens int
-	wire      wireFormat
-	transport *Transport
+	provider          string
+	model             string            // when a call names none, resolved
+	aliases           map[string]string // alias to model id
+	maxTokens         int
+	temperature       *float64
+	blockEmptyAnswers bool
+	stream            bool
+	holdStream        bool
+	pricer            *pricer
+	wire              wireFormat
+	transport         *Transport
 }
 
-// Generate fills in the configured model and output limit where the call
-// leaves them unset, then translates, sends and reads. Errors name the
+// Generate fills in the configured model (resolving an alias), output
+// limit and temperature where the call leaves them unset, then translates,
+// sends (streamed with stream) and reads. The answer gets the invocation id
+// (sent as the X-Invocation-Id header), its cost, and with
+// block_empty_answers an empty answer becomes a refusal. Errors name the
 // provider.
 func (m *httpModel) Generate(ctx context.Context, c *Call) (*Result, error) {
 	if c == nil {
 		return nil, fmt.Errorf("model provider %s: no call", m.provider)
 	}
 	call := *c
-	if call.Controls.Model == "" {
+	switch id, alias := m.aliases[call.Controls.Model]; {
+	case alias:
+		call.Controls.Model = id
+	case call.Controls.Model == "":
 		call.Controls.Model = m.model
 	}
 	if call.Controls.MaxTokens == 0 {
 		call.Controls.MaxTokens = m.maxTokens
 	}
-	body, err := m.wire.request(&call, false)
+	if call.Controls.Temperature == nil {
+		call.Controls.Temperature = m.temperature
+	}
+	body, err := m.wire.request(&call, m.stream)
 	if err != nil {
 		return nil, fmt.Errorf("model provider %s: %w", m.provider, err)
 	}
-	resp, header, err := m.transport.Do(ctx, body)
+	var res *Result
+	var header http.Header
+	if m.stream {
+		res, header, err = m.generateStream(ctx, body)
+	} else {
+		var resp []byte
+		if resp, header, err = m.transport.Do(ctx, body); err == nil {
+			if res, err = m.wire.result(resp, header); err == nil {
+				m.blockEmpty(res)
+			}
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("model provider %s: %w", m.provider, err)
 	}
-	res, err := m.wire.result(resp, header)
-	if err != nil {
-		return nil, fmt.Errorf("model provider %s: %w", m.provider, err)
-	}
+	res.Evidence.InvocationID = InvocationID(ctx)
+	m.pricer.apply(res, header, call.Controls.Model)
 	return res, nil
+}
+
+// blockEmpty makes an answer with no text and no tool calls a refusal when
+// block_empty_answers is set: a refusal whose signal was lost (a streamed
+// refusal through LiteLLM) must not end a run as answered. Its usage stays.
+func (m *httpModel) blockEmpty(res *Result) {
+	if !m.blockEmptyAnswers || res.Refusal || res.FinishReason == FinishError || res.Text() != "" || len(res.ToolCalls()) > 0 {
+		return
+	}
+	res.Refusal = true
+	res.RefusalReason = fmt.Sprintf("the answer has no text and no tool calls (finish reason %q), which block_empty_answers treats as declined", res.FinishReason)
+	res.FinishReason = FinishRefusal
+	res.Blocks = nil
+	res.Chunks = nil
 }

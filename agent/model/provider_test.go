@@ -190,13 +190,14 @@ func TestNewRejects(t *testing.T) {
 		s    Settings
 		want string
 	}{
-		{Settings{Provider: "gemini"}, `unknown model provider "gemini": want one of anthropic, deepseek, mimo, mock, ollama, openai, openai.responses, openrouter, qwen, scripted`},
-		{Settings{Provider: ""}, "unknown model provider"},
-		{Settings{Provider: "anthropic", MaxTokensParam: MaxCompletionTokensParam}, "only to Chat Completions"},
-		{Settings{Provider: "openai", MaxTokensParam: "max_output"}, `max_tokens_param "max_output"`},
-		{Settings{Provider: "openai", MaxTokens: -1}, "negative"},
-		{Settings{Provider: "scripted"}, "no script"},
-		{Settings{Provider: "mock"}, "set replay_path or LLM_REPLAY"},
+		{Settings{Provider: "gemini"}, `provider: "gemini" is not a model provider; use one of: anthropic, deepseek, mimo, mock, ollama, openai, openai.responses, openrouter, qwen, scripted`},
+		{Settings{Provider: "anthropc"}, `provider: "anthropc" is not a model provider (did you mean "anthropic"?)`},
+		{Settings{Provider: ""}, "provider: is not set; choose one of anthropic"},
+		{Settings{Provider: "anthropic", MaxTokensParam: MaxCompletionTokensParam}, "max_tokens_param: is a setting of the Chat Completions providers only (deepseek, mimo, ollama, openai, openrouter, qwen); provider anthropic (Messages) does not take it"},
+		{Settings{Provider: "openai", MaxTokensParam: "max_output"}, `max_tokens_param: "max_output" is not valid; use one of: max_tokens, max_completion_tokens`},
+		{Settings{Provider: "openai", MaxTokens: -1}, "max_tokens: must not be negative"},
+		{Settings{Provider: "scripted"}, "provider: scripted needs a script"},
+		{Settings{Provider: "mock"}, "replay_path: is not set: provider mock replays a recorded file; set replay_path or $LLM_REPLAY"},
 	}
 	for _, tc := range cases {
 		if _, err := New(tc.s); err == nil || !strings.Contains(err.Error(), tc.want) {

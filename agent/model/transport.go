@@ -37,7 +37,9 @@ const (
 // mid-wait. The API key is read from the environment on each call and never
 // appears in an error. When the context holds a recording span (the agent's
 // model request span), each retry is an event of it: the failed attempt and
-// its error.type.
+// its error.type. Each attempt carries the context's invocation id
+// (WithInvocationID) in the X-Invocation-Id header. DoStream reads a
+// streamed answer.
 //
 // The zero value is not usable: BaseURL is required. A Transport is safe
 // for concurrent use if its fields are not changed.
@@ -127,6 +129,19 @@ func ExponentialBackoff(attempt int) time.Duration {
 // provider's message (a *StatusError is in its chain), and header holds the
 // last answer's headers when there was one.
 func (t *Transport) Do(ctx context.Context, body []byte) ([]byte, http.Header, error) {
+	return t.send(ctx, body, false, func(r io.Reader) ([]byte, error) {
+		b, err := io.ReadAll(io.LimitReader(r, maxResponseBytes))
+		if err != nil {
+			return nil, fmt.Errorf("reading the response: %w", err)
+		}
+		return b, nil
+	})
+}
+
+// send makes the attempts of one request: read consumes the body of a 2xx
+// answer within the attempt (and its timeout). An error read wraps in
+// finalError is not retried.
+func (t *Transport) send(ctx context.Context, body []byte, stream bool, read func(io.Reader) ([]byte, error)) ([]byte, http.Header, error) {
 	if t.BaseURL == "" {
 		return nil, nil, errors.New("model transport: no base URL")
 	}
@@ -150,12 +165,16 @@ func (t *Transport) Do(ctx context.Context, body []byte) ([]byte, http.Header, e
 		backoff = ExponentialBackoff
 	}
 	for attempt := 1; ; attempt++ {
-		respBody, header, err := t.attempt(ctx, url, key, body)
+		respBody, header, err := t.attempt(ctx, url, key, body, stream, read)
 		if err == nil {
 			return respBody, header, nil
 		}
 		if ctx.Err() != nil {
 			return nil, header, fmt.Errorf("POST %s: %w", url, ctx.Err())
+		}
+		var final *finalError
+		if errors.As(err, &final) {
+			return nil, header, fmt.Errorf("POST %s: %w", url, redactErr(final.err, key))
 		}
 		var status *StatusError
 		isStatus := errors.As(err, &status)
@@ -197,12 +216,28 @@ func (t *Transport) Do(ctx context.Context, body []byte) ([]byte, http.Header, e
 	}
 }
 
-// attempt makes one request. A non-2xx answer is a *StatusError.
-func (t *Transport) attempt(ctx context.Context, url, key string, body []byte) ([]byte, http.Header, error) {
+// finalError is a failure of an attempt that a retry must not repeat: a
+// streamed answer that broke after some of it was delivered.
+type finalError struct{ err error }
+
+func (e *finalError) Error() string { return e.err.Error() }
+func (e *finalError) Unwrap() error { return e.err }
+
+// attempt makes one request. A non-2xx answer is a *StatusError; a 2xx
+// answer's body is read by read, within the attempt's timeout.
+func (t *Transport) attempt(ctx context.Context, url, key string, body []byte, stream bool, read func(io.Reader) ([]byte, error)) ([]byte, http.Header, error) {
+	parent := ctx
 	if t.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, t.Timeout)
 		defer cancel()
+	}
+	// timedOut explains an error caused by the attempt's own deadline, not the caller's.
+	timedOut := func(err error) error {
+		if t.Timeout > 0 && parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("no complete answer within the request timeout of %s (llm.timeout): %w", t.Timeout, err)
+		}
+		return err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
@@ -214,13 +249,20 @@ func (t *Transport) attempt(ctx context.Context, url, key string, body []byte) (
 		}
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+	} else {
+		req.Header.Set("Accept", "application/json")
+	}
 	if key != "" {
 		name, prefix := t.KeyHeader, t.KeyPrefix
 		if name == "" {
 			name, prefix = "Authorization", "Bearer "
 		}
 		req.Header.Set(name, prefix+key)
+	}
+	if id := InvocationID(ctx); id != "" {
+		req.Header.Set(InvocationHeader, id)
 	}
 	if t.InjectHeader != nil {
 		t.InjectHeader(ctx, req.Header)
@@ -231,15 +273,23 @@ func (t *Transport) attempt(ctx context.Context, url, key string, body []byte) (
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, timedOut(err)
 	}
 	defer resp.Body.Close()
-	respBody, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
-	if err != nil {
-		return nil, resp.Header, fmt.Errorf("reading the response: %w", err)
-	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		respBody, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+		if err != nil {
+			return nil, resp.Header, timedOut(fmt.Errorf("reading the response: %w", err))
+		}
 		return nil, resp.Header, &StatusError{StatusCode: resp.StatusCode, Message: providerMessage(respBody)}
+	}
+	respBody, err := read(resp.Body)
+	if err != nil {
+		var final *finalError
+		if errors.As(err, &final) {
+			return nil, resp.Header, &finalError{timedOut(final.err)}
+		}
+		return nil, resp.Header, timedOut(err)
 	}
 	return respBody, resp.Header, nil
 }

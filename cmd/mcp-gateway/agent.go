@@ -53,7 +53,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("the task file %s is empty", *taskFile)
 		}
 	}
-	cfg, err := fs.loadConfig()
+	cfg, err := fs.loadAgentConfig() // settings helper (issue 21): the llm section's problems at their lines
 	if err != nil {
 		return err
 	}

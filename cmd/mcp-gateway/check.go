@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-gateway/mcp-gateway/agent"
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/gateway"
 	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
@@ -43,11 +44,15 @@ type checkReport struct {
 	// Telemetry is where a gateway started in this environment would send its traces
 	// ("off" when nowhere); left out when the config did not load.
 	Telemetry string `json:"telemetry,omitempty"`
+	// LLM is the built-in agent's model provider and the model of a request that names none,
+	// when the config has an llm section; left out when it did not load.
+	LLM string `json:"llm,omitempty"`
 }
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("check", "check [-c FILE] [-o table|json|jsonl] [--addr HOST:PORT] [--token TOKEN]\n\n"+
-		"Loads the config and checks it without starting anything: every problem with its line, the\n"+
+		"Loads the config and checks it without starting anything: every problem with its line (the\n"+
+		"llm section's too: the agent's model provider is built as mcp-gateway agent builds it), the\n"+
 		"stop and inspection tools verified against what the gateway has seen (the running gateway's\n"+
 		"catalog, else the pins in the state file). Exit 1 when the config has a problem.", stdout, stderr)
 	o := addOpsFlags(fs)
@@ -57,11 +62,22 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	rep := checkReport{Problems: []string{}, Warnings: []string{}, Notes: []string{}, StopTools: []string{}, InspectionTools: []string{}}
 	rep.File, _ = fs.configPath()
-	cfg, err := fs.readConfig()
+	// The model provider is built as mcp-gateway agent builds it, and its problems are listed
+	// with the file's, at their lines, even when another section has problems too.
+	var llmWarnings []string
+	cfg, err := fs.readConfigWith(config.Options{CheckLLM: func(l *config.LLM) []config.LLMProblem {
+		problems, unset := agent.CheckLLM(l, os.Getenv)
+		for _, u := range unset {
+			llmWarnings = append(llmWarnings, fmt.Sprintf("%s:%d: llm.%s: warning: %s here; mcp-gateway agent would not start without it",
+				rep.File, l.Line(u.Key), u.Key, u.Msg))
+		}
+		return problems
+	}})
 	var cerr *config.Errors
 	switch {
 	case errors.As(err, &cerr):
 		rep.Problems = lines(err)
+		rep.Warnings = append(rep.Warnings, llmWarnings...)
 		return printCheck(stdout, stderr, fs.output(), rep)
 	case err != nil:
 		return err
@@ -93,6 +109,14 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	rep.Warnings = append(rep.Warnings, config.EnvWarnings(cfg)...)
+	rep.Warnings = append(rep.Warnings, llmWarnings...)
+	if cfg.LLM.Provider != "" {
+		s, _ := agent.ModelSettings(cfg.LLM) // its problems are reported above
+		rep.LLM = "provider " + cfg.LLM.Provider
+		if m := s.RequestModel(); m != "" {
+			rep.LLM += ", model " + m
+		}
+	}
 	servers, rules := len(cfg.Servers), len(engine.Rules())
 	rep.Servers, rep.ToolNames, rep.PolicyRules, rep.PolicyDefault = &servers, cfg.Gateway.ToolNames, &rules, cfg.Policies.Default
 	rep.StopTools = append(rep.StopTools, ex.stops...)
@@ -102,6 +126,13 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rep.Warnings = append(rep.Warnings, telWarnings...)
 	rep.Warnings = append(rep.Warnings, oauthSecretWarnings(cfg, os.Getenv)...)
 	return printCheck(stdout, stderr, fs.output(), rep)
+}
+
+// loadAgentConfig is loadConfig for mcp-gateway agent: the model provider is built from the llm
+// section as check builds it (agent.CheckLLM), and its problems are printed with the file's, at
+// their lines; a headers_env variable that is not set is one of them.
+func (f *cmdFlags) loadAgentConfig() (*config.Config, error) {
+	return f.loadConfigWith(config.Options{CheckLLM: agent.AgentLLMCheck(os.Getenv)})
 }
 
 // oauthSecretWarnings warns of a servers[].oauth.client_secret_env variable that is not set in
@@ -173,6 +204,9 @@ func printCheck(stdout, stderr io.Writer, format string, rep checkReport) error 
 			}
 			if rep.Telemetry != "" {
 				fmt.Fprintf(stdout, "telemetry: %s\n", rep.Telemetry)
+			}
+			if rep.LLM != "" {
+				fmt.Fprintf(stdout, "agent model: %s\n", rep.LLM)
 			}
 		}
 	}

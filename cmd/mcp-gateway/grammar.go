@@ -219,7 +219,12 @@ func (f *cmdFlags) configPath() (path, from string) {
 // names. Without any it says where it looked (exit 2); a config that does not load is printed
 // with every problem (exit 1). Commands printed for a person then name it (internal/pastable).
 func (f *cmdFlags) loadConfig() (*config.Config, error) {
-	cfg, err := f.readConfig()
+	return f.loadConfigWith(config.Options{})
+}
+
+// loadConfigWith is loadConfig with the further checks of o (config.LoadWith).
+func (f *cmdFlags) loadConfigWith(o config.Options) (*config.Config, error) {
+	cfg, err := f.readConfigWith(o)
 	if err != nil {
 		var cerr *config.Errors
 		if !errors.As(err, &cerr) {
@@ -232,16 +237,16 @@ func (f *cmdFlags) loadConfig() (*config.Config, error) {
 	return cfg, nil
 }
 
-// readConfig is loadConfig without printing a config's problems: they are in the error, an
-// *config.Errors. Any other error has been reported, with its exit code.
-func (f *cmdFlags) readConfig() (*config.Config, error) {
+// readConfigWith is loadConfigWith without printing a config's problems: they are in the
+// error, an *config.Errors. Any other error has been reported, with its exit code.
+func (f *cmdFlags) readConfigWith(o config.Options) (*config.Config, error) {
 	path, from := f.configPath()
 	if path == "" {
 		wd, _ := os.Getwd()
 		return nil, f.usageError("no config file: give -c FILE (or --config FILE), set $%s, or put %s in the working directory (%s)",
 			configEnv, defaultConfigFile, wd)
 	}
-	cfg, err := config.Load(path)
+	cfg, err := config.LoadWith(path, o)
 	var cerr *config.Errors
 	switch {
 	case err == nil, errors.As(err, &cerr):
