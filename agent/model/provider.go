@@ -182,7 +182,7 @@ type providerDefaults struct {
 var providers = map[string]providerDefaults{
 	"anthropic": {
 		wire: wireMessages, baseURL: "https://api.anthropic.com", path: "/v1/messages",
-		keyEnv: "ANTHROPIC_API_KEY", keyHeader: "x-api-key", model: "claude-sonnet-4-20250514",
+		keyEnv: "ANTHROPIC_API_KEY", keyHeader: "x-api-key", model: "claude-opus-5-5",
 		headers: map[string]string{"anthropic-version": "2023-06-01"},
 	},
 	"openai": {
@@ -362,6 +362,11 @@ func New(s Settings) (Model, error) {
 		t.Header[k] = v
 	}
 	for k, v := range s.Headers {
+		// A beta the wire asks for (refusal fallbacks) and the user's own betas are one
+		// comma-separated list: neither replaces the other.
+		if wire := t.Header.Get(k); wire != "" && http.CanonicalHeaderKey(k) == "Anthropic-Beta" {
+			v = v + "," + wire
+		}
 		t.Header.Set(k, v)
 	}
 	return m, nil
@@ -428,7 +433,9 @@ func (m *httpModel) Generate(ctx context.Context, c *Call) (*Result, error) {
 	case call.Controls.Model == "":
 		call.Controls.Model = m.model
 	}
-	if call.Controls.MaxTokens == 0 {
+	// The Messages wire keeps its own defaults: max_tokens for a request, stream_max_tokens
+	// for a streamed one; filling the call's limit here would hide which one applies.
+	if _, messages := m.wire.(*messagesWire); call.Controls.MaxTokens == 0 && !messages {
 		call.Controls.MaxTokens = m.maxTokens
 	}
 	if call.Controls.Temperature == nil {

@@ -29,7 +29,7 @@ func TestNewProviders(t *testing.T) {
 		wantHeader map[string]string
 		noHeader   []string
 	}{
-		{"anthropic", "anthropic", "/v1/messages", "ANTHROPIC_API_KEY", "x-api-key", plain, "claude-sonnet-4-20250514",
+		{"anthropic", "anthropic", "/v1/messages", "ANTHROPIC_API_KEY", "x-api-key", plain, "claude-opus-5-5",
 			map[string]string{"anthropic-version": "2023-06-01"}, []string{"Authorization"}},
 		{"openai", "openai", "/chat/completions", "OPENAI_API_KEY", "Authorization", bearer, "gpt-4o-mini", nil, []string{"X-Title", "x-api-key"}},
 		{"openai.responses", "responses", "/responses", "OPENAI_API_KEY", "Authorization", bearer, "gpt-4o-mini", nil, nil},

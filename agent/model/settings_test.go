@@ -112,7 +112,7 @@ func TestNewRefusesWhatTheProviderDoesNotTake(t *testing.T) {
 		{"hold_stream without stream", Settings{Provider: "openai", HoldStream: true}, "hold_stream", "stream is not set; set stream: true, or remove hold_stream"},
 		{"temperature without sampling on anthropic", Settings{Provider: "anthropic", Temperature: temp(0.5)},
 			"temperature", "only with sampling: true, since current models reject sampling parameters; set sampling: true (older models only), or remove temperature"},
-		{"temperature above 1 on anthropic", Settings{Provider: "anthropic", Temperature: temp(1.5), Anthropic: AnthropicSettings{Sampling: true}}, "temperature", "must be from 0 to 1"},
+		{"temperature above 1 on anthropic", Settings{Provider: "anthropic", Temperature: temp(1.5), Anthropic: AnthropicSettings{Sampling: true, Thinking: ThinkingNone}}, "temperature", "must be from 0 to 1"},
 		{"temperature above 2", Settings{Provider: "openai", Temperature: temp(2.5)}, "temperature", "must be from 0 to 2 for provider openai, got 2.5"},
 		{"negative temperature", Settings{Provider: "openai", Temperature: temp(-1)}, "temperature", "must be from 0 to 2"},
 		{"negative timeout", Settings{Provider: "openai", Timeout: -time.Second}, "timeout", "must not be negative; remove it for the default of 1m0s"},
@@ -371,7 +371,7 @@ func TestAliases(t *testing.T) {
 		s    Settings
 		want string
 	}{
-		{Settings{Provider: "anthropic"}, "claude-sonnet-4-20250514"},
+		{Settings{Provider: "anthropic"}, "claude-opus-5-5"},
 		{Settings{Provider: "anthropic", Model: "claude-x"}, "claude-x"},
 		{Settings{Provider: "anthropic", Anthropic: AnthropicSettings{Default: "claude-y"}}, "claude-y"},
 	} {

@@ -101,7 +101,7 @@ func TestSettingsRequestModel(t *testing.T) {
 		s    Settings
 		want string
 	}{
-		{Settings{Provider: "anthropic"}, "claude-sonnet-4-20250514"},
+		{Settings{Provider: "anthropic"}, "claude-opus-5-5"},
 		{Settings{Provider: "ollama", Model: "qwen3"}, "qwen3"},
 		{Settings{Provider: "scripted"}, ""},
 	} {
