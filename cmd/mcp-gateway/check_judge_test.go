@@ -62,3 +62,18 @@ func TestCheckRefusesAJudgeWithoutItsModel(t *testing.T) {
 		t.Errorf("a judge with its model: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
+
+// check refuses approvals.use callback at its line: the binary has no callback to call, so
+// serve and agent would not start.
+func TestCheckRefusesTheCallbackChannel(t *testing.T) {
+	path := writeCheckConfig(t, "approvals:\n  use: callback\n")
+	stdout, stderr, code := runCLI(t, "check", "-c", path)
+	want := path + ":5: approvals.use: callback calls a function of a program that embeds the gateway (gateway.Options.ApprovalCallback), " +
+		"and none was given; the mcp-gateway binary has no callback: use memory, console or webhook"
+	if code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("exit %d, want 1 and\n  %s\nin:\n%s%s", code, want, stdout, stderr)
+	}
+	if _, stderr, code := runCLI(t, "check", "-c", writeCheckConfig(t, "approvals:\n  use: memory\n")); code != 0 {
+		t.Errorf("memory: exit %d\n%s", code, stderr)
+	}
+}
