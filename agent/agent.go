@@ -147,7 +147,7 @@ type Report struct {
 type Event struct {
 	Time time.Time `json:"time"`
 	Run  string    `json:"run"`
-	// Type is task, step, tool or end.
+	// Type is task, step, tool, judge or end.
 	Type string `json:"type"`
 	Step int    `json:"step,omitempty"`
 	// Text is the task, the model's text, or the final answer.
@@ -165,6 +165,9 @@ type Event struct {
 	Kind      governor.Kind   `json:"kind,omitempty"`
 	Reason    string          `json:"reason,omitempty"`
 	Result    string          `json:"result,omitempty"`
+	// Guard and Verdict (pass, fail or error) describe an llm.judge guard's verdict (judge.go).
+	Guard   string `json:"guard,omitempty"`   // judge (issue 21)
+	Verdict string `json:"verdict,omitempty"` // judge (issue 21)
 	// Exit and Outcome (answered, refused, …) end the run.
 	Exit       *Exit   `json:"exit,omitempty"`
 	Outcome    string  `json:"outcome,omitempty"`
@@ -191,11 +194,15 @@ func (r *Runner) Run(ctx context.Context, task string) (*Report, error) {
 	maxSteps := max(r.Options.MaxSteps, 1)
 	ctx = rn.startRun(ctx, maxSteps)
 	defer rn.endRun()
+	ctx = guards.WithJudge(ctx, rn.judge()) // judge (issue 21): llm.judge guards ask the run's model
 	gr, screened := r.InputGuards.CheckText(ctx, "", "", task)
 	if blocked(gr) {
 		rn.emit(Event{Type: "task", Reason: gr.Reason})
 		rn.printf("task: withheld by the input guards\n")
 		return rn.end(ExitGuardBlocked, fmt.Sprintf("the task was not sent to the model: an input guard %s it (%s)", verb(gr.Action), gr.Reason), nil)
+	}
+	if why := rn.overBudget(); why != "" { // judge (issue 21): an input judge's request counts against the budgets
+		return rn.end(ExitBudget, why, nil)
 	}
 	if gr.Action == guards.ActionRedact {
 		rn.printf("task redacted by the input guards (%s)\n", gr.Reason)
@@ -267,6 +274,9 @@ func (rn *run) step(ctx context.Context, call *model.Call, step int) (*Report, e
 	case res.FinishReason == model.FinishError:
 		return rn.end(ExitError, "the model reported an error: "+res.Error, nil)
 	case final:
+		if why := rn.overBudget(); why != "" && !blocked(gr) { // judge (issue 21): an output judge's request counts against the budgets
+			return rn.end(ExitBudget, why, nil)
+		}
 		return rn.answer(gr, text)
 	}
 	if why := rn.overBudget(); why != "" {

@@ -300,8 +300,11 @@ type PolicyRule struct {
 // Approvals configures the approval channel of SPEC.md §9.
 type Approvals struct {
 	// Use is the channel: "console" (the gateway's log), "memory" (only the admin API and CLI),
-	// or "webhook".
-	Use string `yaml:"use" json:"use,omitempty" jsonschema:"enum=console,enum=memory,enum=webhook,description=Where pending requests are announced (default console)."`
+	// "webhook", or "callback" (a function of a program that embeds the gateway:
+	// gateway.Options.ApprovalCallback; the mcp-gateway binary has none).
+	Use string `yaml:"use" json:"use,omitempty" jsonschema:"enum=console,enum=memory,enum=webhook,enum=callback,description=Where pending requests are announced (default console); callback is for programs that embed the gateway."`
+	// UseLine is the line of use's value (0 when it is not written), for messages.
+	UseLine int `yaml:"-" json:"-"`
 	// Timeout is how long a call waits for an answer.
 	Timeout Duration `yaml:"timeout" json:"timeout,omitempty" jsonschema:"type=string,description=How long a call waits for an answer such as 5m (default 5m)."`
 	// Webhook receives a JSON POST per pending request when Use is webhook.

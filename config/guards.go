@@ -21,7 +21,7 @@ type Guardrails struct {
 // these keys and are checked against the guard's settings by the guards package.
 type Guard struct {
 	ID       string    `yaml:"id" json:"id" jsonschema:"required,description=Unique id within the stage; named in findings and reasons."`
-	Use      string    `yaml:"use" json:"use" jsonschema:"required,enum=pii.regex,enum=secrets.scan,enum=injection.heuristic,enum=regex.deny,enum=size.limit,enum=topic.deny"`
+	Use      string    `yaml:"use" json:"use" jsonschema:"required,enum=pii.regex,enum=secrets.scan,enum=injection.heuristic,enum=regex.deny,enum=size.limit,enum=topic.deny,enum=llm.judge"`
 	Action   string    `yaml:"action" json:"action,omitempty" jsonschema:"enum=block,enum=redact,enum=escalate,description=Default: the guard's own."`
 	Mode     string    `yaml:"mode" json:"mode,omitempty" jsonschema:"enum=enforce,enum=log_only"`
 	Where    GuardWhen `yaml:"where" json:"where,omitempty" jsonschema:"description=Which calls the guard applies to."`

@@ -72,7 +72,10 @@ func (d *decoder) checkApprovals(a *Approvals) {
 		src = &source{}
 	}
 	loc := location{path: "approvals"}
-	d.enum(src, loc, "use", &a.Use, "console", "console", "memory", "webhook")
+	d.enum(src, loc, "use", &a.Use, "console", "console", "memory", "webhook", "callback")
+	if src.has("use") {
+		a.UseLine = src.valueLine("use")
+	}
 	switch {
 	case !src.has("timeout"):
 		a.Timeout = Duration(DefaultApprovalTimeout)

@@ -57,6 +57,17 @@ type Options struct {
 	Telemetry *telemetry.Provider
 	// TLS serves the HTTP listener over TLS (LoadTLS); nil is plain HTTP.
 	TLS *ListenerTLS
+	// ApprovalCallback is the approval channel approvals.use: callback names, for programs that
+	// embed the gateway. It is called once per request, after the request is saved and before
+	// the call waits, with a context that ends when the request expires. It announces the
+	// request (hand it to a person and return) and must not answer it in-line: what it returns
+	// decides nothing. An answer goes through DecideApproval (or the admin API, or `mcp-gateway
+	// approvals`) from any goroutine, even the callback's, and only the first one claims the
+	// request. The call is not released before the callback returns, so it should return soon:
+	// one that errors, panics or has not returned when the request expires has failed, which is
+	// logged, audited and counted (channel callback), and the request stays pending. New fails
+	// when the config names the callback channel and this is nil.
+	ApprovalCallback func(ctx context.Context, a store.Approval) error
 }
 
 // Gateway is one running gateway: its upstreams, its catalog, its call chain and its MCP server.
@@ -158,7 +169,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		}
 	}
 	if opts.Store != nil {
-		notifier, err := newNotifier(cfg.Approvals, logger)
+		notifier, err := newNotifier(cfg, logger, opts.ApprovalCallback)
 		if err != nil {
 			return nil, err
 		}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/governor"
@@ -56,10 +59,57 @@ func BuildGuards(cfg *config.Config) (*GuardSets, error) {
 	sets.UpstreamContent = build(guards.StageUpstreamContent, g.UpstreamContent)
 	sets.Input = build(guards.StageInput, g.Input)
 	sets.Output = build(guards.StageOutput, g.Output)
+	errs = append(errs, judgeProblems(cfg)...)
 	if len(errs) > 0 {
 		return nil, errors.New(strings.Join(errs, "\n"))
 	}
 	return &sets, nil
+}
+
+// judgeProblems is what of the llm section the llm.judge guards of the input and output stages
+// (the only ones they run in) need and do not have: a model provider, and the alias their model
+// setting names. Each is "FILE:LINE: guard ID: llm.judge: …" like the guards' own problems.
+func judgeProblems(cfg *config.Config) []string {
+	var problems []string
+	for _, g := range slices.Concat(cfg.Guardrails.Input, cfg.Guardrails.Output) {
+		if g.Use != "llm.judge" {
+			continue
+		}
+		at := func(line int, format string, args ...any) {
+			problems = append(problems, guards.Problem{File: g.File, Line: line, Guard: g.ID, Msg: "llm.judge: " + fmt.Sprintf(format, args...)}.Error())
+		}
+		if cfg.LLM.Provider == "" && (g.Enabled == nil || *g.Enabled) {
+			at(g.Line, "the judge needs a model: set llm.provider, or remove the guard")
+		}
+		alias, line := judgeModel(g)
+		if alias == "" {
+			continue
+		}
+		if _, ok := cfg.LLM.Aliases[alias]; ok {
+			continue
+		}
+		if len(cfg.LLM.Aliases) == 0 {
+			at(line, "model %q is not an alias of the llm section, which defines none: add it to llm.aliases, or leave model out to use the llm section's model", alias)
+			continue
+		}
+		names := slices.Sorted(maps.Keys(cfg.LLM.Aliases))
+		at(line, "model %q is not an alias of the llm section (llm.aliases: %s): add it there, or leave model out to use the llm section's model",
+			alias, strings.Join(names, ", "))
+	}
+	return problems
+}
+
+// judgeModel is the model setting of an llm.judge entry and its line (the entry's when the
+// setting's is not known); "" when it has none.
+func judgeModel(g config.Guard) (string, int) {
+	if m := g.Settings; m != nil && m.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if k, v := m.Content[i], m.Content[i+1]; k.Value == "model" && v.Kind == yaml.ScalarNode {
+				return v.Value, v.Line
+			}
+		}
+	}
+	return "", g.Line
 }
 
 // compileWhen compiles a guard's `where.when` with the policy engine: one allow rule under a

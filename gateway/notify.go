@@ -28,28 +28,89 @@ import (
 // audit keeps them) is in `approvals list --json`.
 const consoleArgsBytes = 1024
 
-// newNotifier is the approval channel the config names.
-func newNotifier(cfg config.Approvals, logger *slog.Logger) (governor.Notifier, error) {
-	switch cfg.Use {
+// newNotifier is the approval channel the config names; callback is Options.ApprovalCallback.
+func newNotifier(cfg *config.Config, logger *slog.Logger, callback func(context.Context, store.Approval) error) (governor.Notifier, error) {
+	switch cfg.Approvals.Use {
 	case "memory":
 		return memoryNotifier{}, nil
+	case "callback":
+		if callback == nil {
+			return nil, errors.New(noCallback(cfg))
+		}
+		return callbackNotifier{fn: callback}, nil
 	case "webhook":
 		headers := http.Header{}
-		for name, env := range cfg.Webhook.HeadersEnv {
+		for name, env := range cfg.Approvals.Webhook.HeadersEnv {
 			v := os.Getenv(env)
 			if v == "" {
 				return nil, fmt.Errorf("approvals.webhook.headers_env: %s names %s, which is not set", name, env)
 			}
 			headers.Set(name, v)
 		}
-		timeout := time.Duration(cfg.Webhook.Timeout)
+		timeout := time.Duration(cfg.Approvals.Webhook.Timeout)
 		if timeout <= 0 {
 			timeout = config.DefaultWebhookTimeout // a config built in code
 		}
-		return &webhookNotifier{url: cfg.Webhook.URL, headers: headers, timeout: timeout, client: &http.Client{Timeout: timeout}}, nil
+		return &webhookNotifier{url: cfg.Approvals.Webhook.URL, headers: headers, timeout: timeout, client: &http.Client{Timeout: timeout}}, nil
 	default:
 		return consoleNotifier{log: logger}, nil
 	}
+}
+
+// CheckApprovals is what of cfg's approvals section the mcp-gateway binary cannot serve, for
+// `mcp-gateway check`: approvals.use callback, which only a program that embeds the gateway can
+// give (Options.ApprovalCallback). Each problem is one line, "FILE:LINE: …".
+func CheckApprovals(cfg *config.Config) []string {
+	if cfg.Approvals.Use == "callback" {
+		return []string{noCallback(cfg)}
+	}
+	return nil
+}
+
+// noCallback says why approvals.use callback cannot be served without an ApprovalCallback.
+func noCallback(cfg *config.Config) string {
+	at := cfg.Path
+	if cfg.Approvals.UseLine > 0 {
+		at = fmt.Sprintf("%s:%d", cfg.Path, cfg.Approvals.UseLine)
+	}
+	return at + ": approvals.use: callback calls a function of a program that embeds the gateway (gateway.Options.ApprovalCallback), " +
+		"and none was given; the mcp-gateway binary has no callback: use memory, console or webhook"
+}
+
+// callbackNotifier hands each request to the ApprovalCallback of a program that embeds the
+// gateway. The callback runs in a goroutine of its own, so that the call waits for it no
+// longer than the request lives: one still running at the expiry (ctx's deadline) has failed.
+// It announces: its return value decides nothing. An operator decides through the gateway
+// (DecideApproval, the admin API), from any goroutine — the callback's own included, since no
+// lock is held while it runs and the call's waiter exists before it is called — and only the
+// first answer claims the request.
+type callbackNotifier struct {
+	fn func(context.Context, store.Approval) error
+}
+
+func (n callbackNotifier) Notify(ctx context.Context, a store.Approval) error {
+	done := make(chan error, 1) // the callback's goroutine never blocks on it, even after the expiry
+	go func() { done <- n.call(ctx, a) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = errors.New("the callback had not returned when the request expired")
+	}
+	if err != nil {
+		return &governor.NotifyError{Channel: "callback", Err: err}
+	}
+	return nil
+}
+
+// call runs the callback, turning a panic into an error.
+func (n callbackNotifier) call(ctx context.Context, a store.Approval) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("the callback panicked: %v", v)
+		}
+	}()
+	return n.fn(ctx, a)
 }
 
 // memoryNotifier announces nothing: requests are seen with `mcp-gateway approvals list` or the

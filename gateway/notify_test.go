@@ -31,7 +31,7 @@ func TestWebhookRefusedKeepsTheRequest(t *testing.T) {
 	}))
 	defer srv.Close()
 	t.Setenv("APPROVAL_HOOK_TOKEN", "Bearer hook-secret")
-	n, err := newNotifier(config.Approvals{Use: "webhook", Webhook: config.Webhook{URL: srv.URL, HeadersEnv: map[string]string{"Authorization": "APPROVAL_HOOK_TOKEN"}}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n, err := newNotifier(&config.Config{Approvals: config.Approvals{Use: "webhook", Webhook: config.Webhook{URL: srv.URL, HeadersEnv: map[string]string{"Authorization": "APPROVAL_HOOK_TOKEN"}}}}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestWebhookRefusedKeepsTheRequest(t *testing.T) {
 }
 
 func TestWebhookNeedsItsHeaderVariables(t *testing.T) {
-	_, err := newNotifier(config.Approvals{Use: "webhook", Webhook: config.Webhook{URL: "http://127.0.0.1:1", HeadersEnv: map[string]string{"Authorization": "NOT_SET_ANYWHERE_42"}}}, nil)
+	_, err := newNotifier(&config.Config{Approvals: config.Approvals{Use: "webhook", Webhook: config.Webhook{URL: "http://127.0.0.1:1", HeadersEnv: map[string]string{"Authorization": "NOT_SET_ANYWHERE_42"}}}}, nil, nil)
 	if err == nil {
 		t.Fatal("a missing header variable must fail start-up")
 	}
@@ -94,7 +94,7 @@ func TestWebhookTimeoutFailsWithoutTheURL(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
 	defer srv.Close()
 	defer close(release)
-	n, err := newNotifier(config.Approvals{Use: "webhook", Webhook: config.Webhook{URL: srv.URL + "/hooks/T0-zz-secret-path", Timeout: config.Duration(100 * time.Millisecond)}}, nil)
+	n, err := newNotifier(&config.Config{Approvals: config.Approvals{Use: "webhook", Webhook: config.Webhook{URL: srv.URL + "/hooks/T0-zz-secret-path", Timeout: config.Duration(100 * time.Millisecond)}}}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestWebhookTimeoutFailsWithoutTheURL(t *testing.T) {
 func TestConsoleLineCarriesTheRequest(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelError}))
-	n, err := newNotifier(config.Approvals{Use: "console"}, logger)
+	n, err := newNotifier(&config.Config{Approvals: config.Approvals{Use: "console"}}, logger, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ type failingWriter struct{}
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
 
 func TestConsoleWriteFailureIsReported(t *testing.T) {
-	n, err := newNotifier(config.Approvals{Use: "console"}, slog.New(slog.NewTextHandler(failingWriter{}, nil)))
+	n, err := newNotifier(&config.Config{Approvals: config.Approvals{Use: "console"}}, slog.New(slog.NewTextHandler(failingWriter{}, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

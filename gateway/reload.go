@@ -136,7 +136,7 @@ func (g *Gateway) Reload(ctx context.Context, cfg *config.Config) (ReloadReport,
 	}
 	var notifier governor.Notifier
 	if g.notifier != nil {
-		if notifier, err = newNotifier(cfg.Approvals, g.log); err != nil {
+		if notifier, err = newNotifier(cfg, g.log, g.opts.ApprovalCallback); err != nil { // judge (issue 21): the callback channel
 			problems = append(problems, err.Error())
 		}
 	}

@@ -32,7 +32,7 @@ type Notifier interface {
 }
 
 // NotifyError is a channel's failure to deliver a request. Channel names the channel (console,
-// webhook) in the audit record and the metric's label; Err says what failed and holds no
+// webhook, callback) in the audit record and the metric's label; Err says what failed and holds no
 // credential (a webhook's URL is left out of it).
 type NotifyError struct {
 	Channel string
@@ -44,7 +44,7 @@ func (e *NotifyError) Error() string { return "approval channel " + e.Channel + 
 func (e *NotifyError) Unwrap() error { return e.Err }
 
 // NotifyChannels are the channels that can fail, whose failure counters exist from the start.
-var NotifyChannels = []string{"console", "webhook"}
+var NotifyChannels = []string{"console", "webhook", "callback"}
 
 // ApprovalProgressEvery is how often a call that waits for an operator's approval sends its
 // client a progress notification, when the client gave a progress token. It is well under the

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"sync"
 	"time"
 )
@@ -36,7 +38,7 @@ func (s *Set) CheckJSON(ctx context.Context, server, tool string, doc json.RawMe
 	}
 	s.scan(ctx, r)
 	res := s.result(r)
-	changes := s.redact(ctx, r, &res)
+	changes := s.scanLast(ctx, r, &res, s.redact(ctx, r, &res))
 	if len(changes) == 0 {
 		return res, doc
 	}
@@ -66,7 +68,7 @@ func (s *Set) CheckText(ctx context.Context, server, tool, text string) (Result,
 	r.w.single(text)
 	s.scan(ctx, r)
 	res := s.result(r)
-	if changes := s.redact(ctx, r, &res); len(changes) > 0 {
+	if changes := s.scanLast(ctx, r, &res, s.redact(ctx, r, &res)); len(changes) > 0 {
 		return res, changes[0].text
 	}
 	return res, text
@@ -102,7 +104,7 @@ func (s *Set) CheckTexts(ctx context.Context, server, tool string, texts []Text)
 	}
 	s.scan(ctx, r)
 	res := s.result(r)
-	for _, c := range s.redact(ctx, r, &res) {
+	for _, c := range s.scanLast(ctx, r, &res, s.redact(ctx, r, &res)) {
 		out[r.w.leaves[c.leaf].start] = c.text
 	}
 	return res, out
@@ -179,14 +181,15 @@ func putRun(r *run) {
 // goroutine costs more than scanning a small document.
 const parallelMinBytes = 32 << 10
 
-// scan runs every applicable guard over the leaves. Guards marked parallel run in goroutines
-// (at most maxParallel per Set at a time; when none is free the guard runs inline), each
-// writing only its own outcome, so the result does not depend on scheduling.
+// scan runs every applicable guard over the leaves, but those that run last (scanLast). Guards
+// marked parallel run in goroutines (at most maxParallel per Set at a time; when none is free
+// the guard runs inline), each writing only its own outcome, so the result does not depend on
+// scheduling.
 func (s *Set) scan(ctx context.Context, r *run) {
 	concurrent := s.parallel > 1 && r.w.textBytes >= parallelMinBytes
 	var wg *sync.WaitGroup // allocated only when a goroutine is started
 	for i, e := range s.entries {
-		if !r.out[i].active {
+		if !r.out[i].active || e.last {
 			continue
 		}
 		if concurrent && e.parallel {
@@ -209,6 +212,42 @@ func (s *Set) scan(ctx context.Context, r *run) {
 	if wg != nil {
 		wg.Wait()
 	}
+}
+
+// scanLast runs the entries that run last (llm.judge) once the others are scanned and their
+// redactions worked out: on each text as those redactions leave it, so that a judge sees what
+// would be passed on and never what a redacting guard took out; and not at all once the result
+// blocks, since nothing is stronger than block and blocked content goes to no model. Their
+// outcomes are merged into res, their findings after the others'. It returns the redactions to
+// pass on: changes, or none when the result now blocks.
+func (s *Set) scanLast(ctx context.Context, r *run, res *Result, changes []change) []change {
+	if !s.last || res.Blocked {
+		return changes
+	}
+	leaves := r.w.leaves
+	if len(changes) > 0 {
+		leaves = slices.Clone(leaves)
+		for _, c := range changes {
+			leaves[c.leaf].text = c.text
+		}
+	}
+	for i, e := range s.entries {
+		if !e.last || !r.out[i].active {
+			continue
+		}
+		o := &r.out[i]
+		o.hits, o.err = scanLeaves(ctx, e, leaves, o.hits)
+		o.ran = true
+		s.merge(res, r, i)
+		if res.Action == ActionBlock {
+			break
+		}
+	}
+	sort.Strings(res.Labels)
+	if res.Blocked = res.Action == ActionBlock; res.Blocked {
+		return nil
+	}
+	return changes
 }
 
 // scanEntry runs entry i over the leaves and records its outcome.

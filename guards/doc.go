@@ -20,6 +20,9 @@
 //     content through; either way the error is in [Result.Errors].
 //   - Findings, reasons and errors carry guard ids, categories, JSON pointers and byte offsets,
 //     never the matched text.
+//   - llm.judge, the one probabilistic guard, only makes decisions stricter: it runs after the
+//     others, on what their redactions leave, never on content they blocked, and it cannot
+//     redact. Its model is the built-in agent's, given through the context ([WithJudge]).
 //
 // The built-in guards use hand-written scanners (linear time, no regular-expression engine);
 // only regex.deny runs user patterns, with github.com/dlclark/regexp2 in ECMAScript mode, always

@@ -134,6 +134,7 @@ var registry = map[string]Factory{
 	"regex.deny":          newRegexDeny,
 	"size.limit":          newSizeLimit,
 	"topic.deny":          newTopicDeny,
+	"llm.judge":           newJudge,
 }
 
 // settingsTypes gives, for each `use:` name, a new zero value of the guard's settings struct,
@@ -145,6 +146,7 @@ var settingsTypes = map[string]func() any{
 	"regex.deny":          func() any { return new(RegexDenySettings) },
 	"size.limit":          func() any { return new(SizeLimitSettings) },
 	"topic.deny":          func() any { return new(TopicDenySettings) },
+	"llm.judge":           func() any { return new(JudgeSettings) },
 }
 
 // Uses lists the `use:` names of the built-in guards, sorted.

@@ -44,7 +44,7 @@ type Result struct {
 	// which guard, which category, where. Never the matched text.
 	Reason string `json:"reason,omitempty"`
 	// Findings are every guard's findings, enforced and log_only, in guard order, then
-	// document order.
+	// document order; those of the guards that run last (llm.judge) come after the others'.
 	Findings []Finding `json:"findings,omitempty"`
 	// Labels are the session labels the enforced findings set (LabelPrivate, LabelUntrusted),
 	// sorted.
@@ -56,50 +56,56 @@ type Result struct {
 // result merges the outcomes in guard order.
 func (s *Set) result(r *run) Result {
 	var res Result
-	for i, e := range s.entries {
-		o := &r.out[i]
-		if !o.ran {
-			continue
-		}
-		if o.err != nil {
-			res.Errors = append(res.Errors, GuardError{Guard: e.id, Err: o.err.Error(), FailMode: e.failMode()})
-			if e.logOnly || e.failOpen {
-				continue
-			}
-			act := e.action
-			if act == ActionRedact {
-				act = ActionBlock // nothing is known that could be redacted
-			}
-			if act.Stronger(res.Action) {
-				res.Action = act
-				res.Reason = fmt.Sprintf("guard %q (%s) failed (%v) and fails closed; %s", e.id, e.use, o.err, consequence(act))
-			}
-			continue
-		}
-		lastLeaf, lastPath := -1, ""
-		for _, h := range o.hits {
-			if h.leaf != lastLeaf {
-				lastLeaf, lastPath = h.leaf, r.w.leafPath(h.leaf)
-			}
-			res.Findings = append(res.Findings, Finding{
-				Guard: e.id, Category: h.span.Category, Stage: string(s.stage), Action: e.action,
-				Mode: e.mode(), Path: lastPath, Start: h.span.Start, End: h.span.End,
-			})
-			if e.logOnly {
-				continue
-			}
-			if h.span.Label != "" && !slices.Contains(res.Labels, h.span.Label) {
-				res.Labels = append(res.Labels, h.span.Label)
-			}
-			if e.action.Stronger(res.Action) {
-				res.Action = e.action
-				res.Reason = fmt.Sprintf("guard %q (%s) found %s %s; %s", e.id, e.use, h.span.Category, where(lastPath), consequence(e.action))
-			}
-		}
+	for i := range s.entries {
+		s.merge(&res, r, i)
 	}
 	sort.Strings(res.Labels)
 	res.Blocked = res.Action == ActionBlock
 	return res
+}
+
+// merge adds the outcome of entry i, if it ran, to res: its error or findings, its labels, and
+// its action when it is stronger than res's. The caller sorts the labels and sets Blocked.
+func (s *Set) merge(res *Result, r *run, i int) {
+	e, o := s.entries[i], &r.out[i]
+	if !o.ran {
+		return
+	}
+	if o.err != nil {
+		res.Errors = append(res.Errors, GuardError{Guard: e.id, Err: o.err.Error(), FailMode: e.failMode()})
+		if e.logOnly || e.failOpen {
+			return
+		}
+		act := e.action
+		if act == ActionRedact {
+			act = ActionBlock // nothing is known that could be redacted
+		}
+		if act.Stronger(res.Action) {
+			res.Action = act
+			res.Reason = fmt.Sprintf("guard %q (%s) failed (%v) and fails closed; %s", e.id, e.use, o.err, consequence(act))
+		}
+		return
+	}
+	lastLeaf, lastPath := -1, ""
+	for _, h := range o.hits {
+		if h.leaf != lastLeaf {
+			lastLeaf, lastPath = h.leaf, r.w.leafPath(h.leaf)
+		}
+		res.Findings = append(res.Findings, Finding{
+			Guard: e.id, Category: h.span.Category, Stage: string(s.stage), Action: e.action,
+			Mode: e.mode(), Path: lastPath, Start: h.span.Start, End: h.span.End,
+		})
+		if e.logOnly {
+			continue
+		}
+		if h.span.Label != "" && !slices.Contains(res.Labels, h.span.Label) {
+			res.Labels = append(res.Labels, h.span.Label)
+		}
+		if e.action.Stronger(res.Action) {
+			res.Action = e.action
+			res.Reason = fmt.Sprintf("guard %q (%s) found %s %s; %s", e.id, e.use, h.span.Category, where(lastPath), consequence(e.action))
+		}
+	}
 }
 
 func where(path string) string {

@@ -19,7 +19,7 @@ type Spec struct {
 	// ID names the guard in findings, reasons and metrics; unique within the stage.
 	ID string
 	// Use picks the guard: pii.regex, secrets.scan, injection.heuristic, regex.deny,
-	// size.limit, topic.deny.
+	// size.limit, topic.deny, llm.judge.
 	Use string
 	// Action is block, redact or escalate; "" is the guard's default.
 	Action Action
@@ -57,6 +57,7 @@ type Set struct {
 	parallel  int           // entries with parallel set
 	sem       chan struct{} // bounds the goroutines parallel entries run in
 	withWhere bool          // some entry has globs or a When
+	last      bool          // some entry runs last (llm.judge)
 }
 
 // entry is one guard as Build resolved it.
@@ -68,6 +69,7 @@ type entry struct {
 	logOnly  bool
 	failOpen bool
 	parallel bool
+	last     bool // runs after the others, on what they leave (scanLast)
 	timeout  time.Duration
 	servers  []string
 	tools    []string
@@ -214,6 +216,12 @@ func Build(stage Stage, specs []Spec) (*Set, error) {
 			add(0, "%s cannot run in stage %s; it runs in %s", sp.Use, stage, strings.Join(names, ", "))
 			continue
 		}
+		if r, ok := g.(actionRefuser); ok {
+			if msg := r.refuseAction(sp.Action); msg != "" {
+				add(0, "%s: %s", sp.Use, msg)
+				continue
+			}
+		}
 		if sp.Enabled != nil && !*sp.Enabled {
 			continue
 		}
@@ -229,7 +237,13 @@ func Build(stage Stage, specs []Spec) (*Set, error) {
 			}
 			b.SetTimeout(e.timeout)
 		}
-		if e.parallel {
+		if p, ok := g.(placer); ok {
+			p.place(sp.ID, stage)
+		}
+		if _, e.last = g.(lastRunner); e.last {
+			set.last = true
+		}
+		if e.parallel && !e.last {
 			set.parallel++
 		}
 		if len(e.servers) > 0 || len(e.tools) > 0 || e.when != nil {

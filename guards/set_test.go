@@ -88,7 +88,7 @@ func TestBuildSettingValues(t *testing.T) {
 		{"- {id: t, use: topic.deny, topics: {legal: ['--']}}", `keyword "--" of topic "legal" has no letters or digits`},
 		{"- {id: t, use: topic.deny, topics: {legal: [a]}, replacement: }", `setting "replacement" has no value`},
 		{"- {id: p, use: pii.regex, nested: {a: 1}}", `unknown setting "nested"`},
-		{"- {id: n}", "needs use: one of injection.heuristic, pii.regex"},
+		{"- {id: n}", "needs use: one of injection.heuristic, llm.judge, pii.regex"},
 	} {
 		_, err := Build(StageToolResult, specsFromYAML(t, "guards.yaml", tt.src))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -86,6 +86,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rep.File = cfg.Path
 	tlsProblems, tlsWarnings := gateway.CheckTLS(cfg) // the files of gateway.tls, which loading does not read
 	rep.Problems, rep.Warnings = append(rep.Problems, tlsProblems...), append(rep.Warnings, tlsWarnings...)
+	rep.Problems = append(rep.Problems, gateway.CheckApprovals(cfg)...) // judge (issue 21): approvals.use callback, which this binary cannot serve
 	engine, err := gateway.CompilePolicies(cfg)
 	_, guardErr := gateway.BuildGuards(cfg)
 	if err != nil || guardErr != nil {
