@@ -357,7 +357,7 @@ func (rn *run) final(ctx context.Context, res *model.Result, sv *stepView, reaso
 	if text == "" {
 		sv.show("", reasoning, false)
 		rn.report.Answer = ""
-		return rn.end(ExitAnswered, "the model ended without an answer: no text and no tool calls "+
+		return rn.end(ExitAnswered, "the model gave no text and no tool calls "+
 			"(a model may end a tool loop with nothing to add; set llm.block_empty_answers to count that as declined)", nil)
 	}
 	gr, screened := rn.OutputGuards.CheckText(ctx, "", "", text)

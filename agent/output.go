@@ -130,8 +130,15 @@ func reasoningShown(res *model.Result, text *string) string {
 	return strings.Join(parts, "\n\n")
 }
 
-// indented prints text after label, its further lines indented to line up.
+// indented prints text after label, its further lines indented to line up (blank lines stay
+// blank).
 func indented(label, text string) string {
-	pad := "\n" + strings.Repeat(" ", len(label))
-	return label + strings.ReplaceAll(text, "\n", pad) + "\n"
+	pad := strings.Repeat(" ", len(label))
+	lines := strings.Split(text, "\n")
+	for i := 1; i < len(lines); i++ {
+		if lines[i] != "" {
+			lines[i] = pad + lines[i]
+		}
+	}
+	return label + strings.Join(lines, "\n") + "\n"
 }
