@@ -2,7 +2,6 @@ package model
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -163,30 +162,5 @@ func TestChatStreamDecodersAreFresh(t *testing.T) {
 		if err != nil || res.Text() != "The cup is in the drawer." || len(res.Chunks) != 3 {
 			t.Fatalf("stream %d: %+v, %v", i+1, res, err)
 		}
-	}
-}
-
-// TestChatWireSettings checks the settings the Chat Completions wire takes: max_tokens_param is
-// one of its two names, refused otherwise as a setting error naming the key and the provider;
-// the Responses wire refuses stream.
-func TestChatWireSettings(t *testing.T) {
-	for _, p := range []string{"", MaxTokensParam, MaxCompletionTokensParam} {
-		if _, err := newChatWire(Settings{Provider: "openai", MaxTokensParam: p}); err != nil {
-			t.Errorf("max_tokens_param %q refused: %v", p, err)
-		}
-	}
-	check := func(err error, key, provider string) {
-		t.Helper()
-		var errs SettingErrors
-		if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Key != key || !strings.Contains(errs[0].Msg, provider) {
-			t.Errorf("got %v; want one setting error on %s naming %s", err, key, provider)
-		}
-	}
-	_, err := newChatWire(Settings{Provider: "deepseek", MaxTokensParam: "max_output_tokens"})
-	check(err, "max_tokens_param", "deepseek")
-	_, err = newResponsesWire(Settings{Provider: "openai.responses", Stream: true})
-	check(err, "stream", "openai.responses")
-	if w, err := newResponsesWire(Settings{Provider: "openai.responses"}); err != nil || w.stream() != nil {
-		t.Errorf("responses wire: %v, stream decoder %v; want none", err, w)
 	}
 }
