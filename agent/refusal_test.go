@@ -131,6 +131,14 @@ func TestRefusalVariantsEndModelRefusal(t *testing.T) {
 			if rep.Usage.InputTokens != tc.tokens[0] || rep.Usage.OutputTokens != tc.tokens[1] || len(caller.calls) != 0 {
 				t.Errorf("usage %+v, %d calls; want %v tokens and no call", rep.Usage, len(caller.calls), tc.tokens)
 			}
+			p.mu.Lock()
+			bodies, headers := p.bodies, p.headers
+			p.mu.Unlock()
+			if len(bodies) != 1 || !bytes.Contains(bodies[0], []byte(`force the drawer open`)) {
+				t.Errorf("the provider got %d requests: %s", len(bodies), bodies)
+			} else if key := headers[0].Get("Authorization") + headers[0].Get("x-api-key"); !strings.Contains(key, "sk-test") {
+				t.Errorf("the request carried no key: %v", headers[0])
+			}
 			if got := testutil.ToFloat64(metrics.requests.WithLabelValues(tc.provider, statusRefused)); got != 1 {
 				t.Errorf("refused requests %g, want 1", got)
 			}
