@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -44,9 +45,12 @@ const (
 	ExitAnswered Exit = 0
 	// ExitError: the model request failed or the model reported an error.
 	ExitError Exit = 1
-	// ExitRefused: the model refused (model_refusal).
+	// ExitRefused: the model declined (model_refusal): a refusal field or stop reason, LiteLLM's
+	// provider_specific_fields.refusal, a content filter, or an empty answer under
+	// block_empty_answers. Never answered, whatever text came before the signal.
 	ExitRefused Exit = 2
-	// ExitBudget: max_steps, the token budget or the cost budget ran out.
+	// ExitBudget: max_steps, the token budget or the cost budget ran out: the spend passed
+	// max_tokens_total or max_cost_usd (see usage.go), an answer included.
 	ExitBudget Exit = 3
 	// ExitHalted: a call's outcome was unknown (mcp_execution_status_unknown) and
 	// halt_on_unknown_outcome stopped the run.
@@ -88,9 +92,14 @@ type Options struct {
 	OneToolPerTurn bool
 	// HaltOnUnknownOutcome ends the run at the first mcp_execution_status_unknown outcome.
 	HaltOnUnknownOutcome bool
-	// MaxTokensTotal and MaxCostUSD are the run's budgets; zero means none.
+	// MaxTokensTotal and MaxCostUSD are the run's budgets; zero means none. The run stops as
+	// soon as its spend passes one (usage.go).
 	MaxTokensTotal int
 	MaxCostUSD     float64
+	// GuardReasoning screens the model's reasoning with the output guards too, at every step:
+	// block or escalate ends the run with ExitGuardBlocked, redact shows it redacted. Off, the
+	// reasoning is shown in the transcript as the model gave it and no guard sees it.
+	GuardReasoning bool
 	// Experience maps a tool's public or upstream name to notes appended to its description.
 	Experience map[string]string
 }
@@ -104,8 +113,10 @@ type Runner struct {
 	Tools   []*governor.Tool
 	Options Options
 	// InputGuards screen the task before the first model request and OutputGuards the final
-	// answer before it is printed: block or escalate ends the run with ExitGuardBlocked, redact
-	// passes the redacted text on. Nil or empty sets pass everything.
+	// answer before it is printed (and the reasoning, with Options.GuardReasoning): block or
+	// escalate ends the run with ExitGuardBlocked, redact passes the redacted text on. Nil or
+	// empty sets pass everything. A streamed answer's chunks are held until the output guards
+	// have seen the answer (output.go).
 	InputGuards, OutputGuards *guards.Set
 	// Out receives the transcript for a person as the run goes; nil discards it.
 	Out io.Writer
@@ -130,7 +141,8 @@ type Runner struct {
 // Report is how a run ended.
 type Report struct {
 	Exit Exit
-	// Answer is the final answer's text when Exit is ExitAnswered, as the output guards left it.
+	// Answer is the final answer's text when Exit is ExitAnswered, as the output guards left it;
+	// empty when the model ended with nothing to add (no text, no tool calls; Reason says so).
 	Answer string
 	// Reason says why the run ended otherwise; for an answered run, the output guards' reason
 	// when they redacted the answer.
@@ -139,7 +151,7 @@ type Report struct {
 	Steps int
 	// Calls is the number of tool calls sent to the gateway.
 	Calls int
-	// Usage is the sum over the run's model requests.
+	// Usage is the sum over the run's model requests, refused ones and its guards' included.
 	Usage model.Usage
 }
 
@@ -147,13 +159,28 @@ type Report struct {
 type Event struct {
 	Time time.Time `json:"time"`
 	Run  string    `json:"run"`
-	// Type is task, step, tool, judge or end.
+	// Type is task, step (a model request and its answer), chunk (a piece of a streamed answer,
+	// before its step), judge (an llm.judge guard's request and verdict), tool or end.
 	Type string `json:"type"`
 	Step int    `json:"step,omitempty"`
-	// Text is the task, the model's text, or the final answer.
-	Text         string             `json:"text,omitempty"`
+	// Text is the task, the model's text, a chunk of it, or the final answer.
+	Text string `json:"text,omitempty"`
+	// Reasoning is the model's reasoning in a step ("[redacted thinking]" for encrypted blocks).
+	Reasoning    string             `json:"reasoning,omitempty"`
 	FinishReason model.FinishReason `json:"finish_reason,omitempty"`
-	Usage        *model.Usage       `json:"usage,omitempty"`
+	// Category is a refusal's policy area, when the provider names one.
+	Category string `json:"category,omitempty"`
+	// Usage is a request's usage, its cost and where the cost came from (cost_usd,
+	// cost_source); on the end event, the run's. Total is the run's so far, this request included.
+	Usage *model.Usage `json:"usage,omitempty"`
+	Total *model.Usage `json:"total,omitempty"`
+	// Evidence identifies a model request: the provider's request id, the model that answered,
+	// the run's invocation id, the provider's warnings.
+	Evidence *model.Evidence `json:"evidence,omitempty"`
+	// Source names who made a model event's request (an llm.judge guard).
+	Source string `json:"source,omitempty"`
+	// Warning is what the run notes about a step: a cost the cost budget cannot count.
+	Warning string `json:"warning,omitempty"`
 	// Tool, CallID, Arguments and Raw describe a tool call; Executed says whether it reached
 	// the gateway, and Outcome is its outcome (ok, tool_failure or the failure kind).
 	Tool      string          `json:"tool,omitempty"`
@@ -178,7 +205,13 @@ type Event struct {
 type run struct {
 	*Runner
 	report Report
-	err    error // the first transcript write that failed
+	// mu guards report.Usage, curStep, requests, err and the writes to Out and Transcript: a
+	// streamed answer's chunks and the llm.judge guards' requests (askJudge) come from other
+	// goroutines.
+	mu       sync.Mutex
+	curStep  int   // the step in progress
+	requests int   // model requests made for the run, for invocation ids
+	err      error // the first transcript write that failed
 	// span is the run's span, nil when the run is not traced; chatName and chatAttrs are the
 	// name and fixed attributes of its model request spans.
 	span      trace.Span
@@ -196,6 +229,11 @@ func (r *Runner) Run(ctx context.Context, task string) (*Report, error) {
 	defer rn.endRun()
 	ctx = guards.WithJudge(ctx, rn.judge()) // judge (issue 21): llm.judge guards ask the run's model
 	gr, screened := r.InputGuards.CheckText(ctx, "", "", task)
+	if why := rn.overBudget(); why != "" {
+		// An input guard that asks a model (llm.judge) spent the budget.
+		rn.emit(Event{Type: "task", Reason: why})
+		return rn.end(ExitBudget, why, nil)
+	}
 	if blocked(gr) {
 		rn.emit(Event{Type: "task", Reason: gr.Reason})
 		rn.printf("task: withheld by the input guards\n")
@@ -230,90 +268,12 @@ func (r *Runner) Run(ctx context.Context, task string) (*Report, error) {
 	}
 }
 
-// step makes one model request and runs the tool calls it asks for, appending both to call's
-// messages. It returns the report when the run ended in the step, nil when it goes on.
-func (rn *run) step(ctx context.Context, call *model.Call, step int) (*Report, error) {
-	ctx, span := rn.startStep(ctx, step)
-	if span != nil {
-		defer span.End()
-	}
-	start := time.Now()
-	res, err := rn.generate(ctx, call)
-	took := time.Since(start)
-	rn.Metrics.request(res, err)
-	if err != nil {
-		if ctx.Err() != nil {
-			return rn.end(ExitError, cancelled(ctx.Err()), err)
-		}
-		return rn.end(ExitError, err.Error(), err)
-	}
-	rn.addUsage(res.Usage)
-	usage := res.Usage
-	calls := res.ToolCalls()
-	if span != nil {
-		span.SetAttributes(attrToolCalls.Int(len(calls)))
-	}
-	// A final answer passes the output guards before anything shows it.
-	final := !res.Refusal && res.FinishReason != model.FinishError && len(calls) == 0
-	text := res.Text()
-	var gr guards.Result
-	if final {
-		gr, text = rn.OutputGuards.CheckText(ctx, "", "", text)
-		if blocked(gr) {
-			text = ""
-		}
-	}
-	rn.emit(Event{Type: "step", Step: step, Text: text, FinishReason: res.FinishReason, Usage: &usage, DurationMS: ms(took)})
-	rn.printf("step %d (%s, %d+%d tokens, %s)\n", step, res.FinishReason, usage.InputTokens, usage.OutputTokens, took.Round(time.Millisecond))
-	if text != "" {
-		rn.printf("  model: %s\n", text)
-	}
-	switch {
-	case res.Refusal:
-		return rn.end(ExitRefused, fmt.Sprintf("%s: %s", governor.KindModelRefusal, res.RefusalReason), nil)
-	case res.FinishReason == model.FinishError:
-		return rn.end(ExitError, "the model reported an error: "+res.Error, nil)
-	case final:
-		if why := rn.overBudget(); why != "" && !blocked(gr) { // judge (issue 21): an output judge's request counts against the budgets
-			return rn.end(ExitBudget, why, nil)
-		}
-		return rn.answer(gr, text)
-	}
-	if why := rn.overBudget(); why != "" {
-		return rn.end(ExitBudget, why, nil)
-	}
-	call.Messages = append(call.Messages, res.AssistantMessage())
-	results := make([]model.ToolResult, 0, len(calls))
-	for i, tc := range calls {
-		out := rn.callTool(ctx, step, i, tc)
-		results = append(results, model.ToolResult{CallID: tc.ID, Name: tc.Name, Content: resultText(out.Result), IsError: !out.Success})
-		if rn.Options.HaltOnUnknownOutcome && out.Kind == governor.KindExecutionStatusUnknown {
-			return rn.end(ExitHalted, fmt.Sprintf("%s on %s: %s", out.Kind, tc.Name, out.Reason), nil)
-		}
-	}
-	call.Messages = append(call.Messages, model.Message{Role: model.RoleTool, ToolResults: results})
-	return nil, nil
-}
-
 // cancelled is the reason of a run stopped by its context (Ctrl-C, SIGTERM, a deadline).
 func cancelled(err error) string {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return "the run was stopped: its deadline passed"
 	}
 	return "the run was cancelled (interrupted)"
-}
-
-// answer ends the run with a final answer as the output guards left it (gr is their result):
-// answered, or guard_blocked without the answer.
-func (rn *run) answer(gr guards.Result, text string) (*Report, error) {
-	if blocked(gr) {
-		return rn.end(ExitGuardBlocked, fmt.Sprintf("the final answer is withheld: an output guard %s it (%s)", verb(gr.Action), gr.Reason), nil)
-	}
-	if gr.Action == guards.ActionRedact {
-		rn.printf("answer redacted by the output guards (%s)\n", gr.Reason)
-	}
-	rn.report.Answer = text
-	return rn.end(ExitAnswered, gr.Reason, nil)
 }
 
 // blocked says whether a guard result stops the text: block, or escalate (the agent has no
@@ -331,7 +291,8 @@ func verb(a guards.Action) string {
 
 // callTool answers one tool call: refused without running it when it is not the first of its
 // turn under one_tool_per_turn or its arguments did not parse, else run through the gateway.
-func (rn *run) callTool(ctx context.Context, step, i int, tc model.ToolCall) *governor.Outcome {
+// evidence is the model request's that asked for the call; the call's audit record keeps it.
+func (rn *run) callTool(ctx context.Context, step, i int, tc model.ToolCall, evidence *model.Evidence) *governor.Outcome {
 	ev := Event{Type: "tool", Step: step, Tool: tc.Name, CallID: tc.ID, Arguments: tc.Arguments}
 	args := string(tc.Arguments)
 	if !tc.ValidArguments() {
@@ -358,6 +319,7 @@ func (rn *run) callTool(ctx context.Context, step, i int, tc model.ToolCall) *go
 		// child.
 		out = rn.Caller.Call(ctx, &governor.Call{
 			Name: tc.Name, Args: tc.Arguments, Principal: Principal, Session: rn.RunID, Start: start, Transport: transport,
+			Model: &governor.ModelEvidence{RequestID: evidence.RequestID, Model: evidence.Model, InvocationID: evidence.InvocationID},
 		})
 	}
 	took := time.Since(start)
@@ -379,37 +341,23 @@ func (rn *run) callTool(ctx context.Context, step, i int, tc model.ToolCall) *go
 // end records how the run ended and returns its report.
 func (rn *run) end(exit Exit, reason string, err error) (*Report, error) {
 	rn.report.Exit, rn.report.Reason = exit, reason
-	rn.emit(Event{Type: "end", Step: rn.report.Steps, Text: rn.report.Answer, Reason: reason, Exit: &exit, Outcome: exit.String(), Usage: &rn.report.Usage})
-	if exit == ExitAnswered {
+	total := rn.total()
+	rn.emit(Event{Type: "end", Step: rn.report.Steps, Text: rn.report.Answer, Reason: reason, Exit: &exit, Outcome: exit.String(), Usage: &total})
+	switch {
+	case exit == ExitAnswered && rn.report.Answer == "":
+		rn.printf("ended without an answer: %s\n", reason)
+	case exit == ExitAnswered:
 		rn.printf("answer: %s\n", rn.report.Answer)
-	} else {
+	default:
 		rn.printf("stopped (%s): %s\n", exit, reason)
 	}
-	if err == nil && rn.err != nil {
-		rn.report.Exit, rn.report.Reason, err = ExitError, rn.err.Error(), rn.err
+	rn.mu.Lock()
+	failed := rn.err
+	rn.mu.Unlock()
+	if err == nil && failed != nil {
+		rn.report.Exit, rn.report.Reason, err = ExitError, failed.Error(), failed
 	}
 	return &rn.report, err
-}
-
-// addUsage adds one request's usage to the run's.
-func (rn *run) addUsage(u model.Usage) {
-	t := &rn.report.Usage
-	t.InputTokens += u.InputTokens
-	t.OutputTokens += u.OutputTokens
-	t.CacheReadTokens += u.CacheReadTokens
-	t.CostUSD += u.CostUSD
-}
-
-// overBudget says which budget the run has used up, or "".
-func (rn *run) overBudget() string {
-	u, o := rn.report.Usage, rn.Options
-	if o.MaxTokensTotal > 0 && u.InputTokens+u.OutputTokens >= o.MaxTokensTotal {
-		return fmt.Sprintf("token budget max_tokens_total %d used up (%d tokens)", o.MaxTokensTotal, u.InputTokens+u.OutputTokens)
-	}
-	if o.MaxCostUSD > 0 && u.CostUSD >= o.MaxCostUSD {
-		return fmt.Sprintf("cost budget max_cost_usd %g used up (%g USD)", o.MaxCostUSD, u.CostUSD)
-	}
-	return ""
 }
 
 // modelTools is the catalog as the model sees it, with Tool Experience appended to the
@@ -459,13 +407,19 @@ func resultText(res *mcp.CallToolResult) string {
 	return strings.Join(parts, "\n")
 }
 
-// emit writes one JSONL event; the first failure is kept and ends the run as an error.
+// emit writes one JSONL event; the first failure is kept and ends the run as an error. It is
+// safe for concurrent use.
 func (rn *run) emit(ev Event) {
-	if rn.Transcript == nil || rn.err != nil {
+	if rn.Transcript == nil {
 		return
 	}
 	ev.Time, ev.Run = time.Now().UTC(), rn.RunID
 	line, err := json.Marshal(ev)
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	if rn.err != nil {
+		return
+	}
 	if err == nil {
 		_, err = rn.Transcript.Write(append(line, '\n'))
 	}
@@ -474,10 +428,14 @@ func (rn *run) emit(ev Event) {
 	}
 }
 
+// printf writes to Out; it is safe for concurrent use.
 func (rn *run) printf(format string, args ...any) {
-	if rn.Out != nil {
-		fmt.Fprintf(rn.Out, format, args...)
+	if rn.Out == nil {
+		return
 	}
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	fmt.Fprintf(rn.Out, format, args...)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

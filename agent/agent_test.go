@@ -222,14 +222,19 @@ func TestRunStopsAtMaxSteps(t *testing.T) {
 	}
 }
 
+// TestRunStopsAtTokenAndCostBudgets checks that a budget stops the run as soon as the spend
+// passes it, and not before: spending exactly the budget is within it.
 func TestRunStopsAtTokenAndCostBudgets(t *testing.T) {
 	tests := []struct {
-		name string
-		o    Options
-		want string
+		name  string
+		o     Options
+		want  string
+		steps int
 	}{
-		{"tokens", Options{MaxTokensTotal: 25}, "max_tokens_total 25"},
-		{"cost", Options{MaxCostUSD: 0.02}, "max_cost_usd 0.02"},
+		{"tokens", Options{MaxTokensTotal: 25}, "max_tokens_total 25", 2},
+		{"tokens spent exactly", Options{MaxTokensTotal: 30}, "max_tokens_total 30", 3},
+		{"cost", Options{MaxCostUSD: 0.015}, "max_cost_usd 0.015", 2},
+		{"cost spent exactly", Options{MaxCostUSD: 0.02}, "max_cost_usd 0.02", 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -243,7 +248,7 @@ func TestRunStopsAtTokenAndCostBudgets(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rep.Exit != ExitBudget || rep.Steps != 2 || len(caller.calls) != 1 || !strings.Contains(rep.Reason, tt.want) {
+			if rep.Exit != ExitBudget || rep.Steps != tt.steps || len(caller.calls) != tt.steps-1 || !strings.Contains(rep.Reason, tt.want) {
 				t.Fatalf("report = %+v, calls = %d", rep, len(caller.calls))
 			}
 		})

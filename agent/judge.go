@@ -52,12 +52,10 @@ const attrJudgeVerdict = attribute.Key("mcp_gateway.judge.verdict")
 // one writer.
 func (rn *run) judge() guards.JudgeFunc {
 	var mu sync.Mutex
-	seq := 0
 	return func(ctx context.Context, req guards.JudgeRequest) (bool, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		seq++
-		return rn.askJudge(model.WithInvocationID(ctx, fmt.Sprintf("%s-judge-%d", rn.RunID, seq)), req)
+		return rn.askJudge(model.WithInvocationID(ctx, rn.invocationID()), req)
 	}
 }
 

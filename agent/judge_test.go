@@ -263,16 +263,42 @@ func TestJudgeCountsAgainstTheBudget(t *testing.T) {
 		t.Fatalf("input judge past the budget: %+v, %d requests", rep, len(m.calls))
 	}
 
-	// The answer itself used the budget up: the judge is not asked, and fails closed.
+	// The answer itself used the budget up: the loop stops before the output guards, so no
+	// judge is asked.
 	m = scriptedWith(t, []model.ScriptRule{judgeRule("answer-judge", verdict(true))},
 		model.Reply{Text: "The drawer is open.", Usage: &model.Usage{InputTokens: 20, OutputTokens: 10}})
 	r, jsonl := newRunner(m, &fakeCaller{}, Options{MaxTokensTotal: 25})
 	r.OutputGuards = judgeSet(t, guards.StageOutput, "answer-judge", "", "")
 	rep, _ = r.Run(context.Background(), "open the drawer")
+	if js := judgeEvents(events(t, jsonl)); rep.Exit != ExitBudget || len(m.calls) != 1 || len(js) != 0 {
+		t.Fatalf("answer past the budget: %+v, %d requests, judge events %+v", rep, len(m.calls), js)
+	}
+
+	// A first judge's request used the budget up: the second judge is not asked, and fails
+	// closed.
+	m = scriptedWith(t, []model.ScriptRule{judgeRule("judge-a", verdict(true)), judgeRule("judge-b", verdict(true))},
+		model.Reply{Text: "The drawer is open.", Usage: &model.Usage{InputTokens: 10, OutputTokens: 5}})
+	r, jsonl = newRunner(m, &fakeCaller{}, Options{MaxTokensTotal: 40})
+	two, err := guards.Build(guards.StageOutput, []guards.Spec{
+		{ID: "judge-a", Use: "llm.judge", Settings: judgeSettings()},
+		{ID: "judge-b", Use: "llm.judge", Settings: judgeSettings()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.OutputGuards = two
+	rep, _ = r.Run(context.Background(), "open the drawer")
 	js := judgeEvents(events(t, jsonl))
-	if rep.Exit == ExitAnswered || len(m.calls) != 1 || len(js) != 1 || js[0].Verdict != "error" || !strings.Contains(js[0].Reason, "not asked: the run's token budget") {
+	if rep.Exit == ExitAnswered || len(m.calls) != 2 || len(js) != 2 || js[1].Verdict != "error" || !strings.Contains(js[1].Reason, "not asked: the run's token budget") {
 		t.Fatalf("judge past a spent budget: %+v, %d requests, events %+v", rep, len(m.calls), js)
 	}
+}
+
+// judgeSettings are an llm.judge guard's own settings: the test criteria.
+func judgeSettings() *yaml.Node {
+	return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{
+		{Kind: yaml.ScalarNode, Value: "criteria"}, {Kind: yaml.ScalarNode, Value: judgeCriteria},
+	}}
 }
 
 // A judge request is a model request like the loop's: in the agent's metrics, and traced as a

@@ -43,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer, provider string) *Metrics {
 		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: governor.Namespace,
 			Name:      "model_cost_usd_total",
-			Help:      "Cost in US dollars of the built-in agent's model requests, as the provider reported it.",
+			Help:      "Cost in US dollars of the built-in agent's model requests (its guards' included): reported by the provider or a gateway's cost header, else priced from llm.prices.",
 		}, []string{"provider"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: governor.Namespace,

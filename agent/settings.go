@@ -190,6 +190,7 @@ func OptionsOf(cfg *config.Config) Options {
 		HaltOnUnknownOutcome: l.HaltOnUnknownOutcome == nil || *l.HaltOnUnknownOutcome,
 		MaxTokensTotal:       l.MaxTokensTotal,
 		MaxCostUSD:           l.MaxCostUSD,
+		GuardReasoning:       l.GuardReasoning,
 		Experience:           cfg.Experience,
 	}
 }

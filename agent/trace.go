@@ -149,6 +149,9 @@ func (rn *run) generate(ctx context.Context, call *model.Call) (*model.Result, e
 	if u.CacheReadTokens > 0 {
 		span.SetAttributes(attrCacheRead.Int(u.CacheReadTokens))
 	}
+	if u.CostUSD > 0 {
+		span.SetAttributes(attrCostUSD.Float64(u.CostUSD))
+	}
 	if ev := res.Evidence; ev.Model != "" {
 		span.SetAttributes(attrResponseModel.String(ev.Model))
 	}

@@ -49,6 +49,7 @@ func Audit(st AuditStore, redact *Redactor, logger *slog.Logger) Step {
 				Session:    c.Session,
 				Tool:       c.Name,
 				CallID:     c.ID,
+				Model:      c.Model,
 				Args:       redact.Redact(redact.kept(ctx, c, original)),
 				ArgsDigest: st.DigestArgs(original),
 				Decision:   decision(c),

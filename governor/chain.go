@@ -7,6 +7,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
 // Call is one tool call on its way through the chain. The caller fills the request fields; steps
@@ -42,6 +44,9 @@ type Call struct {
 	// for the call's span (telemetry).
 	RequestID string
 	Transport string
+	// Model is the evidence of the model request that asked for the call (the built-in
+	// agent's), kept in the call's audit record; nil for a client's call.
+	Model *ModelEvidence
 
 	// Tool is the resolved tool, set by the resolve step.
 	Tool *Tool
@@ -66,6 +71,10 @@ type Call struct {
 
 	progress *progressMeter // made by progressStage
 }
+
+// ModelEvidence identifies the model request behind a call: the provider's request id, the
+// model that answered, the agent's invocation id.
+type ModelEvidence = store.ModelEvidence
 
 // Outcome is what the chain made of a call: the result the caller receives and how it ended.
 type Outcome struct {

@@ -53,6 +53,9 @@ type Record struct {
 	// telemetry, and those written before the fields existed, have neither.
 	TraceID string `json:"trace_id,omitempty"`
 	SpanID  string `json:"span_id,omitempty"`
+	// Model is the evidence of the model request that asked for the call (the built-in agent's
+	// calls). Other calls' records, and those written before the field existed, have none.
+	Model *ModelEvidence `json:"model,omitempty"`
 	// Args are the call's arguments after redaction; ArgsDigest is the hex SHA-256 of the
 	// original arguments. Both are computed by the caller: the store never sees raw arguments.
 	Args       json.RawMessage `json:"args,omitempty"`

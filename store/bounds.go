@@ -44,6 +44,7 @@ func boundRecord(r *Record) {
 		&r.Decision, &r.Kind, &r.Outcome, &r.Reason, &r.RunID, &r.Action} {
 		*f = TruncateString(*f, MaxTextBytes)
 	}
+	r.Model = r.Model.bounded()
 	if r.Detail == nil {
 		return
 	}

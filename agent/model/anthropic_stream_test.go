@@ -1,7 +1,6 @@
 package model
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -12,47 +11,9 @@ import (
 	"testing"
 )
 
-// sseEvent is one server-sent event of a recorded stream.
-type sseEvent struct {
-	name string
-	data []byte
-}
-
-// readSSE reads a recorded stream's events ("event:" and "data:" lines, a blank line ending
-// each event).
-func readSSE(t *testing.T, file string) []sseEvent {
-	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var events []sseEvent
-	var cur sseEvent
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if cur.data != nil {
-				events = append(events, cur)
-			}
-			cur = sseEvent{}
-		case strings.HasPrefix(line, "event: "):
-			cur.name = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			cur.data = []byte(strings.TrimPrefix(line, "data: "))
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return events
-}
-
-// decodeStream feeds events to a fresh Messages stream decoder and returns its result, the
+// decodeMessagesStream feeds events to a fresh Messages stream decoder and returns its result, the
 // chunks its events returned, and the first error.
-func decodeStream(events []sseEvent, header http.Header) (*Result, []string, error) {
+func decodeMessagesStream(events []sseEvent, header http.Header) (*Result, []string, error) {
 	d := (&messagesWire{}).stream()
 	var chunks []string
 	for _, ev := range events {
@@ -88,7 +49,7 @@ func TestAnthropicStreamMatchesUnstreamed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, chunks, err := decodeStream(readSSE(t, name+".sse"), header)
+			got, chunks, err := decodeMessagesStream(readSSE(t, name+".sse"), header)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,7 +75,7 @@ func TestAnthropicStreamMatchesUnstreamed(t *testing.T) {
 // chunks while it arrives (hold_stream withholds them) but the Result is a refusal with
 // no blocks and no chunks, its category and tokens kept.
 func TestAnthropicStreamRefusal(t *testing.T) {
-	res, chunks, err := decodeStream(readSSE(t, filepath.Join("testdata", "anthropic", "stream", "refusal.sse")), http.Header{})
+	res, chunks, err := decodeMessagesStream(readSSE(t, filepath.Join("testdata", "anthropic", "stream", "refusal.sse")), http.Header{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +98,7 @@ func TestAnthropicStreamRefusal(t *testing.T) {
 // of order are errors, never a partial answer.
 func TestAnthropicStreamErrors(t *testing.T) {
 	dir := filepath.Join("testdata", "anthropic", "stream")
-	_, chunks, err := decodeStream(readSSE(t, filepath.Join(dir, "overloaded.sse")), http.Header{})
+	_, chunks, err := decodeMessagesStream(readSSE(t, filepath.Join(dir, "overloaded.sse")), http.Header{})
 	var status *StatusError
 	if !errors.As(err, &status) || status.StatusCode != 529 || !status.Retryable() || !strings.Contains(err.Error(), "overloaded_error") || !strings.Contains(err.Error(), "Overloaded") {
 		t.Errorf("overloaded: got %v, want a retryable 529 naming overloaded_error", err)
@@ -147,10 +108,10 @@ func TestAnthropicStreamErrors(t *testing.T) {
 	}
 
 	full := readSSE(t, filepath.Join(dir, "tool_use.sse"))
-	if _, _, err := decodeStream(full[:len(full)-1], http.Header{}); err == nil || !strings.Contains(err.Error(), "before message_stop") {
+	if _, _, err := decodeMessagesStream(full[:len(full)-1], http.Header{}); err == nil || !strings.Contains(err.Error(), "before message_stop") {
 		t.Errorf("a stream without message_stop: got %v", err)
 	}
-	if _, _, err := decodeStream(nil, http.Header{}); err == nil || !strings.Contains(err.Error(), "before message_start") {
+	if _, _, err := decodeMessagesStream(nil, http.Header{}); err == nil || !strings.Contains(err.Error(), "before message_start") {
 		t.Errorf("an empty stream: got %v", err)
 	}
 	cases := map[string][]sseEvent{
@@ -163,7 +124,7 @@ func TestAnthropicStreamErrors(t *testing.T) {
 		"not json": {{"message_start", []byte(`{`)}},
 	}
 	for name, events := range cases {
-		if _, _, err := decodeStream(events, http.Header{}); err == nil || !strings.Contains(err.Error(), "anthropic stream") {
+		if _, _, err := decodeMessagesStream(events, http.Header{}); err == nil || !strings.Contains(err.Error(), "anthropic stream") {
 			t.Errorf("%s: got %v", name, err)
 		}
 	}

@@ -125,7 +125,8 @@ func TestScriptedCost(t *testing.T) {
 	}
 }
 
-// TestReplayKeepsItsCost checks that a replayed decision keeps the cost it was recorded with,
+// TestReplayKeepsItsCost checks that a replayed decision keeps the cost it was recorded with (a
+// decision written in the short, scripted-reply form has a cost written by hand: "scripted"),
 // and that a decision without one is priced from the table.
 func TestReplayKeepsItsCost(t *testing.T) {
 	path := writeReplay(t, `{"text":"a","usage":{"input_tokens":1,"output_tokens":1,"cost_usd":0.3}}
@@ -139,7 +140,7 @@ func TestReplayKeepsItsCost(t *testing.T) {
 	for i, w := range []struct {
 		cost   float64
 		source string
-	}{{0.3, ""}, {0.1, CostFromHeader}, {0.001, CostFromPrices}} {
+	}{{0.3, CostFromScript}, {0.1, CostFromHeader}, {0.001, CostFromPrices}} {
 		res, err := m.Generate(context.Background(), userCall("go"))
 		if err != nil {
 			t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -100,8 +101,12 @@ func parseDecision(line []byte, newID func() string) (*Result, error) {
 	if reply.Usage == nil {
 		reply.Usage = &Usage{}
 	}
-	if err := reply.check(); err != nil {
-		return nil, err
+	if errs := reply.check(""); len(errs) > 0 {
+		e := errs[0]
+		if e.Key == "" {
+			return nil, errors.New(e.Msg)
+		}
+		return nil, fmt.Errorf("%s: %s", strings.TrimPrefix(e.Key, "."), e.Msg)
 	}
 	res, err := buildResult(nil, reply, "", newID)
 	if err != nil {
@@ -115,18 +120,29 @@ func parseDecision(line []byte, newID func() string) (*Result, error) {
 func (r *Replay) Len() int { return len(r.decisions) }
 
 // Generate returns the next decision, or an error once the file has none
-// left.
+// left. A decision recorded from a streamed answer delivers its chunks to
+// the context's chunk callback again; the result carries the context's
+// invocation id, not the recorded one.
 func (r *Replay) Generate(ctx context.Context, c *Call) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.next >= len(r.decisions) {
-		return nil, fmt.Errorf("replay file %s has %d decisions; the run asked for decision %d", r.path, len(r.decisions), r.next+1)
+		n := r.next
+		r.mu.Unlock()
+		return nil, fmt.Errorf("replay file %s has %d decisions; the run asked for decision %d", r.path, len(r.decisions), n+1)
 	}
+	res := *r.decisions[r.next] // a copy: the decision itself is kept as read
 	r.next++
-	return r.decisions[r.next-1], nil
+	r.mu.Unlock()
+	res.Evidence.InvocationID = InvocationID(ctx)
+	if fn := chunksOf(ctx); fn != nil && !res.Refusal {
+		for _, chunk := range res.Chunks {
+			fn(chunk)
+		}
+	}
+	return &res, nil
 }
 
 // Recorder wraps a Model and writes each Result it returns to a file as one

@@ -112,8 +112,8 @@ func TestReplayFileErrors(t *testing.T) {
 		{"# only\n{\"text\": \"a\"}\nnot json\n", ":3: not a JSON object"},
 		{"{\"text\": \"a\", \"thought\": 1}\n", `:1: decision: json: unknown field "thought"`},
 		{"{\"blocks\": [], \"usage\": {}}\n", ":1: result has no finish_reason"},
-		{"{\"tool_calls\": [{\"arguments\": {}}]}\n", ":1: tool call 1 has no name"},
-		{"{\"finish_reason\": \"done\"}\n", `:1: finish_reason "done"`},
+		{"{\"tool_calls\": [{\"arguments\": {}}]}\n", ":1: tool_calls[0].name: tool call 1 has no name"},
+		{"{\"finish_reason\": \"done\"}\n", `:1: finish_reason: "done"`},
 	}
 	for _, tc := range cases {
 		path := writeReplay(t, tc.content)
@@ -140,4 +140,28 @@ func writeReplay(t *testing.T, content string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestReplayChunksAndInvocationID checks that a replayed decision recorded from a streamed
+// answer delivers its chunks again, and carries the replaying run's invocation id, not the
+// recorded one.
+func TestReplayChunksAndInvocationID(t *testing.T) {
+	path := writeReplay(t, `{"blocks":[{"kind":"text","text":"ab"}],"chunks":["a","b"],"finish_reason":"stop","usage":{"input_tokens":1,"output_tokens":1},"evidence":{"invocation_id":"old-run-step1-req1"}}
+`)
+	r, err := NewReplay(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	ctx := WithChunks(WithInvocationID(context.Background(), "new-run-step1-req1"), func(c string) { got = append(got, c) })
+	res, err := r.Generate(ctx, userCall("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, "|") != "a|b" || res.Evidence.InvocationID != "new-run-step1-req1" {
+		t.Errorf("delivered %q, invocation id %q", got, res.Evidence.InvocationID)
+	}
+	if r.decisions[0].Evidence.InvocationID != "old-run-step1-req1" {
+		t.Errorf("the decision itself was changed: %+v", r.decisions[0].Evidence)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 )
 
 // The Chat Completions wire types, limited to what the translator sends and
@@ -32,30 +33,40 @@ type (
 		} `json:"function"`
 	}
 	chatResponse struct {
-		ID      string `json:"id"`
-		Model   string `json:"model"`
-		Choices []struct {
-			Message struct {
-				Content          *string        `json:"content"`
-				Refusal          *string        `json:"refusal"`
-				ReasoningContent string         `json:"reasoning_content"`
-				Reasoning        string         `json:"reasoning"`
-				ToolCalls        []chatToolCall `json:"tool_calls"`
-			} `json:"message"`
-			FinishReason string `json:"finish_reason"`
-		} `json:"choices"`
-		Usage struct {
-			PromptTokens        int `json:"prompt_tokens"`
-			CompletionTokens    int `json:"completion_tokens"`
-			PromptTokensDetails struct {
-				CachedTokens int `json:"cached_tokens"`
-			} `json:"prompt_tokens_details"`
-			// Cost is OpenRouter's report of what the request cost.
-			Cost float64 `json:"cost"`
-		} `json:"usage"`
-		Error *struct {
+		ID      string       `json:"id"`
+		Model   string       `json:"model"`
+		Choices []chatChoice `json:"choices"`
+		Usage   chatUsage    `json:"usage"`
+		Error   *struct {
 			Message string `json:"message"`
 		} `json:"error"`
+	}
+	chatChoice struct {
+		Message      chatReply `json:"message"`
+		FinishReason string    `json:"finish_reason"`
+	}
+	// chatReply is the assistant message of a choice as the provider sent it.
+	chatReply struct {
+		Content          *string        `json:"content"`
+		Refusal          *string        `json:"refusal"`
+		ReasoningContent string         `json:"reasoning_content"`
+		Reasoning        string         `json:"reasoning"`
+		ToolCalls        []chatToolCall `json:"tool_calls"`
+		// ProviderSpecificFields is where LiteLLM moves what is not Chat Completions,
+		// a refusal among them (provider_specific_fields.refusal).
+		ProviderSpecificFields json.RawMessage `json:"provider_specific_fields"`
+	}
+	chatUsage struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		PromptTokensDetails struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+		// CacheCreationInputTokens is LiteLLM's count of the prompt tokens written to
+		// an Anthropic model's cache.
+		CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+		// Cost is OpenRouter's report of what the request cost.
+		Cost float64 `json:"cost"`
 	}
 )
 
@@ -65,13 +76,27 @@ const (
 	MaxCompletionTokensParam = "max_completion_tokens"
 )
 
+// outputSchemaName is the name an output schema is sent under (response_format's
+// json_schema.name, the Responses text.format's name).
+const outputSchemaName = "output"
+
 // OpenAIChatRequest builds a Chat Completions request body from c.
 //
 // The instructions become one system message. Tool calls are sent with
 // their arguments as a JSON string, and each tool result as its own tool
 // message. The output-token limit, when the call sets one, is sent under
 // maxTokensParam: "max_tokens" (also when empty) or "max_completion_tokens".
+// An output schema goes in response_format as a non-strict JSON Schema
+// (strict mode would refuse schemas outside its subset).
 func OpenAIChatRequest(c *Call, maxTokensParam string) ([]byte, error) {
+	return chatRequest(c, maxTokensParam, false)
+}
+
+// chatRequest is OpenAIChatRequest, streamed when stream is set: the request
+// then asks for server-sent events and for the usage in the last of them
+// (stream_options.include_usage), without which a streamed answer's tokens
+// and cost would be unknown.
+func chatRequest(c *Call, maxTokensParam string, stream bool) ([]byte, error) {
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("openai chat request: %w", err)
 	}
@@ -80,6 +105,9 @@ func OpenAIChatRequest(c *Call, maxTokensParam string) ([]byte, error) {
 	}
 	if maxTokensParam != MaxTokensParam && maxTokensParam != MaxCompletionTokensParam {
 		return nil, fmt.Errorf("openai chat request: max tokens parameter %q: want %q or %q", maxTokensParam, MaxTokensParam, MaxCompletionTokensParam)
+	}
+	if len(c.Controls.OutputSchema) > 0 && !isObject(c.Controls.OutputSchema) {
+		return nil, fmt.Errorf("openai chat request: the output schema is not a JSON object")
 	}
 	var msgs []chatMessage
 	if len(c.Instructions) > 0 {
@@ -124,6 +152,16 @@ func OpenAIChatRequest(c *Call, maxTokensParam string) ([]byte, error) {
 	if c.Controls.Temperature != nil {
 		req["temperature"] = *c.Controls.Temperature
 	}
+	if len(c.Controls.OutputSchema) > 0 {
+		req["response_format"] = map[string]any{
+			"type":        "json_schema",
+			"json_schema": map[string]any{"name": outputSchemaName, "schema": c.Controls.OutputSchema, "strict": false},
+		}
+	}
+	if stream {
+		req["stream"] = true
+		req["stream_options"] = map[string]any{"include_usage": true}
+	}
 	return json.Marshal(req)
 }
 
@@ -132,34 +170,47 @@ func OpenAIChatRequest(c *Call, maxTokensParam string) ([]byte, error) {
 //
 // Tool-call arguments arrive as a JSON string that must parse to an object;
 // when one does not, the call keeps the text in Raw with nil Arguments so
-// the loop answers invalid_tool_arguments. A non-empty refusal field makes
-// a refusal, and finish_reason content_filter a refusal with that reason.
-// reasoning_content (DeepSeek, Qwen) and reasoning (OpenRouter) become a
-// reasoning block. The request id comes from the x-request-id header, else
-// the completion id; tool calls make the finish reason tool_calls even
-// where a compatible server says stop; usage.cost, when the provider reports it, is the cost.
+// the loop answers invalid_tool_arguments. The answer is a refusal, its
+// partial output dropped and its usage kept, when the message's refusal
+// field is set, when LiteLLM's provider_specific_fields.refusal is (LiteLLM
+// moves the field there), or when finish_reason is content_filter (also how
+// LiteLLM reports a Claude refusal). reasoning_content (DeepSeek, Qwen) and
+// reasoning (OpenRouter) become a reasoning block. The request id comes
+// from the x-request-id header, else the completion id; tool calls make the
+// finish reason tool_calls even where a compatible server says stop;
+// usage.cost, when the provider reports it (OpenRouter), is the cost.
 func OpenAIChatResult(body []byte, header http.Header) (*Result, error) {
 	var resp chatResponse
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return nil, fmt.Errorf("openai chat response: %w", err)
 	}
+	return chatResult(&resp, header, "openai chat response")
+}
+
+// chatResult reads a decoded Chat Completions response (received whole, or
+// put together from a stream); what names the source in errors.
+func chatResult(resp *chatResponse, header http.Header, what string) (*Result, error) {
 	if resp.Error != nil {
-		return nil, fmt.Errorf("openai chat response: %s", resp.Error.Message)
+		return nil, fmt.Errorf("%s: %s", what, resp.Error.Message)
 	}
 	if len(resp.Choices) == 0 {
-		return nil, fmt.Errorf("openai chat response: no choices")
+		return nil, fmt.Errorf("%s: no choices", what)
 	}
 	choice := resp.Choices[0]
 	msg := choice.Message
 	res := &Result{
 		Blocks: []Block{},
 		Usage: Usage{
-			InputTokens:     resp.Usage.PromptTokens,
-			OutputTokens:    resp.Usage.CompletionTokens,
-			CacheReadTokens: resp.Usage.PromptTokensDetails.CachedTokens,
-			CostUSD:         resp.Usage.Cost,
+			InputTokens:      resp.Usage.PromptTokens,
+			OutputTokens:     resp.Usage.CompletionTokens,
+			CacheReadTokens:  resp.Usage.PromptTokensDetails.CachedTokens,
+			CacheWriteTokens: resp.Usage.CacheCreationInputTokens,
+			CostUSD:          resp.Usage.Cost,
 		},
 		Evidence: Evidence{RequestID: requestID(header, resp.ID, "x-request-id"), Model: resp.Model},
+	}
+	if res.Usage.CostUSD > 0 {
+		res.Usage.CostSource = "provider"
 	}
 	if r := msg.ReasoningContent + msg.Reasoning; r != "" {
 		res.Blocks = append(res.Blocks, Block{Kind: BlockReasoning, Text: r})
@@ -169,10 +220,10 @@ func OpenAIChatResult(body []byte, header http.Header) (*Result, error) {
 	}
 	for i, w := range msg.ToolCalls {
 		if w.Type != "" && w.Type != "function" {
-			return nil, fmt.Errorf("openai chat response: tool call %d: unsupported type %q", i, w.Type)
+			return nil, fmt.Errorf("%s: tool call %d: unsupported type %q", what, i, w.Type)
 		}
 		if w.ID == "" || w.Function.Name == "" {
-			return nil, fmt.Errorf("openai chat response: tool call %d without id or name", i)
+			return nil, fmt.Errorf("%s: tool call %d without id or name", what, i)
 		}
 		tc := &ToolCall{ID: w.ID, Name: w.Function.Name}
 		var text string
@@ -190,8 +241,11 @@ func OpenAIChatResult(body []byte, header http.Header) (*Result, error) {
 	case msg.Refusal != nil && *msg.Refusal != "":
 		res.refuse(FinishRefusal, *msg.Refusal)
 		return res, nil
+	case litellmRefusal(msg.ProviderSpecificFields) != "":
+		res.refuse(FinishRefusal, litellmRefusal(msg.ProviderSpecificFields))
+		return res, nil
 	case choice.FinishReason == "content_filter":
-		res.refuse(FinishContentFilter, "finish_reason: content_filter")
+		res.refuse(FinishContentFilter, contentFilterReason)
 		return res, nil
 	}
 	switch choice.FinishReason {
@@ -205,9 +259,34 @@ func OpenAIChatResult(body []byte, header http.Header) (*Result, error) {
 	case "length":
 		res.FinishReason = FinishLength
 	default:
-		return nil, fmt.Errorf("openai chat response: unknown finish_reason %q", choice.FinishReason)
+		return nil, fmt.Errorf("%s: unknown finish_reason %q", what, choice.FinishReason)
 	}
 	return res, nil
+}
+
+// contentFilterReason is the refusal reason of finish_reason content_filter.
+const contentFilterReason = "finish_reason content_filter: a content filter stopped the answer " +
+	"(LiteLLM also reports a model's refusal this way)"
+
+// litellmRefusal returns the refusal in LiteLLM's provider_specific_fields, or
+// "" when there is none: its text when it is one, else a note that the field
+// is set (LiteLLM passes on whatever the provider sent).
+func litellmRefusal(fields json.RawMessage) string {
+	var f struct {
+		Refusal json.RawMessage `json:"refusal"`
+	}
+	if len(fields) == 0 || json.Unmarshal(fields, &f) != nil {
+		return ""
+	}
+	var text string
+	switch raw := strings.TrimSpace(string(f.Refusal)); {
+	case raw == "", raw == "null", raw == "false", raw == `""`:
+		return ""
+	case json.Unmarshal(f.Refusal, &text) == nil:
+		return text
+	default:
+		return "provider_specific_fields.refusal: " + string(compact(f.Refusal))
+	}
 }
 
 func ptr[T any](v T) *T { return &v }

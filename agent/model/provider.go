@@ -256,9 +256,9 @@ func New(s Settings) (Model, error) {
 		if s.Provider == "scripted" {
 			p.checkScript(s.Script)
 			if len(p) == 0 {
-				sc, err := NewScripted(*s.Script)
-				p.addErr("", err)
-				inner = sc
+				script := *s.Script
+				script.HoldStream = s.HoldStream
+				inner, _ = NewScripted(script) // checked above
 			}
 		} else {
 			path := s.ReplayPath
@@ -326,16 +326,15 @@ func New(s Settings) (Model, error) {
 		t.MaxAttempts = 1 // Chat Completions and Responses: a gateway in front owns retries
 	}
 	m := &httpModel{
-		provider:          s.Provider,
-		model:             s.RequestModel(),
-		aliases:           s.Anthropic.Aliases,
-		maxTokens:         s.MaxTokens,
-		temperature:       s.Temperature,
-		blockEmptyAnswers: s.BlockEmptyAnswers,
-		stream:            s.Stream,
-		holdStream:        s.HoldStream,
-		pricer:            newPricer(s, CostFromProvider),
-		transport:         t,
+		provider:    s.Provider,
+		model:       s.RequestModel(),
+		aliases:     s.Anthropic.Aliases,
+		maxTokens:   s.MaxTokens,
+		temperature: s.Temperature,
+		stream:      s.Stream,
+		holdStream:  s.HoldStream,
+		pricer:      newPricer(s, CostFromProvider),
+		transport:   t,
 	}
 	var err error
 	switch d.wire {
@@ -403,17 +402,16 @@ func (s Settings) ResolveModel(model string) string {
 // httpModel is a provider reached over HTTP: request translator, transport,
 // result translator.
 type httpModel struct {
-	provider          string
-	model             string            // when a call names none, resolved
-	aliases           map[string]string // alias to model id
-	maxTokens         int
-	temperature       *float64
-	blockEmptyAnswers bool
-	stream            bool
-	holdStream        bool
-	pricer            *pricer
-	wire              wireFormat
-	transport         *Transport
+	provider    string
+	model       string            // when a call names none, resolved
+	aliases     map[string]string // alias to model id
+	maxTokens   int
+	temperature *float64
+	stream      bool
+	holdStream  bool
+	pricer      *pricer
+	wire        wireFormat
+	transport   *Transport
 }
 
 // Generate fills in the configured model (resolving an alias), output
@@ -452,9 +450,7 @@ func (m *httpModel) Generate(ctx context.Context, c *Call) (*Result, error) {
 	} else {
 		var resp []byte
 		if resp, header, err = m.transport.Do(ctx, body); err == nil {
-			if res, err = m.wire.result(resp, header); err == nil {
-				m.blockEmpty(res)
-			}
+			res, err = m.wire.result(resp, header)
 		}
 	}
 	if err != nil {
@@ -463,18 +459,4 @@ func (m *httpModel) Generate(ctx context.Context, c *Call) (*Result, error) {
 	res.Evidence.InvocationID = InvocationID(ctx)
 	m.pricer.apply(res, header, call.Controls.Model)
 	return res, nil
-}
-
-// blockEmpty makes an answer with no text and no tool calls a refusal when
-// block_empty_answers is set: a refusal whose signal was lost (a streamed
-// refusal through LiteLLM) must not end a run as answered. Its usage stays.
-func (m *httpModel) blockEmpty(res *Result) {
-	if !m.blockEmptyAnswers || res.Refusal || res.FinishReason == FinishError || res.Text() != "" || len(res.ToolCalls()) > 0 {
-		return
-	}
-	res.Refusal = true
-	res.RefusalReason = fmt.Sprintf("the answer has no text and no tool calls (finish reason %q), which block_empty_answers treats as declined", res.FinishReason)
-	res.FinishReason = FinishRefusal
-	res.Blocks = nil
-	res.Chunks = nil
 }

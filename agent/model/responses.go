@@ -59,11 +59,16 @@ type (
 // The instructions go in the instructions field. User and assistant text
 // become message items, tool calls function_call items (arguments as a
 // JSON string) and tool results function_call_output items. The output
-// limit, when set, is max_output_tokens. Nothing is stored at the provider
-// (store: false): the call always carries the whole conversation.
+// limit, when set, is max_output_tokens; an output schema is text.format, a
+// non-strict JSON Schema as Chat Completions sends it. Nothing is stored at
+// the provider (store: false): the call always carries the whole
+// conversation.
 func OpenAIResponsesRequest(c *Call) ([]byte, error) {
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("openai responses request: %w", err)
+	}
+	if len(c.Controls.OutputSchema) > 0 && !isObject(c.Controls.OutputSchema) {
+		return nil, fmt.Errorf("openai responses request: the output schema is not a JSON object")
 	}
 	input := []map[string]any{}
 	for _, m := range c.Messages {
@@ -97,6 +102,11 @@ func OpenAIResponsesRequest(c *Call) ([]byte, error) {
 	}
 	if c.Controls.Temperature != nil {
 		req["temperature"] = *c.Controls.Temperature
+	}
+	if len(c.Controls.OutputSchema) > 0 {
+		req["text"] = map[string]any{"format": map[string]any{
+			"type": "json_schema", "name": outputSchemaName, "schema": c.Controls.OutputSchema, "strict": false,
+		}}
 	}
 	return json.Marshal(req)
 }
@@ -200,3 +210,34 @@ func OpenAIResponsesResult(body []byte, header http.Header) (*Result, error) {
 	}
 	return res, nil
 }
+
+// responsesWire is the OpenAI Responses API. It does not stream: its answers arrive whole.
+type responsesWire struct {
+	blockEmpty bool
+}
+
+// newResponsesWire checks the Responses settings of s and returns the wire: stream is refused,
+// since this wire reads only whole answers.
+func newResponsesWire(s Settings) (wireFormat, error) {
+	if s.Stream {
+		return nil, SettingErrors{{Key: "stream", Msg: fmt.Sprintf(
+			"provider %s does not stream (its answers arrive whole): remove stream, or use provider openai (Chat Completions), which does", s.Provider)}}
+	}
+	return responsesWire{blockEmpty: s.BlockEmptyAnswers}, nil
+}
+
+func (responsesWire) request(c *Call, _ bool) ([]byte, error) { return OpenAIResponsesRequest(c) }
+
+func (w responsesWire) result(body []byte, h http.Header) (*Result, error) {
+	res, err := OpenAIResponsesResult(body, h)
+	if err != nil {
+		return nil, err
+	}
+	if w.blockEmpty {
+		refuseEmpty(res)
+	}
+	return res, nil
+}
+
+func (responsesWire) stream() streamDecoder { return nil }
+func (responsesWire) header() http.Header   { return nil }

@@ -21,6 +21,11 @@ type ScriptedSettings struct {
 	// RepeatLast says whether the last reply repeats once the replies run
 	// out; nil means true. When false, the call after the last fails.
 	RepeatLast *bool `json:"repeat_last,omitempty" yaml:"repeat_last,omitempty"`
+	// HoldStream is the llm section's hold_stream: a reply's chunks go to the
+	// chunk callback only once the reply is known not to be declined (a
+	// refusal's or an error's never do). Without it they go out before the
+	// reply is read, as a stream's would.
+	HoldStream bool `json:"hold_stream,omitempty" yaml:"hold_stream,omitempty"`
 }
 
 // ScriptRule gives a reply when the last message matches all of its set
@@ -52,7 +57,10 @@ type Reply struct {
 	// else "scripted".
 	Model string `json:"model,omitempty" yaml:"model,omitempty"`
 	// Chunks is how the text would be streamed: pieces whose concatenation
-	// is Text, delivered to the context's chunk callback (WithChunks).
+	// is the reply's text (Text, or Output's JSON text), delivered in order
+	// to the context's chunk callback (WithChunks) and kept in
+	// Result.Chunks. A refusal's chunks are the part streamed before the
+	// refusal showed (see ScriptedSettings.HoldStream).
 	Chunks []string `json:"chunks,omitempty" yaml:"chunks,omitempty"`
 	// FinishReason is one of the canonical finish reasons; empty means
 	// tool_calls when the reply calls tools, else stop. refusal and
@@ -76,6 +84,7 @@ type Scripted struct {
 	rules      []scriptRule
 	replies    []Reply
 	repeatLast bool
+	hold       bool
 
 	mu        sync.Mutex
 	next      int // index of the next reply
@@ -90,71 +99,122 @@ type scriptRule struct {
 	used     int
 }
 
-// NewScripted checks the script and returns its model. Errors name the
-// rule or reply at fault.
+// NewScripted checks the script and returns its model. Every problem is reported, as
+// SettingErrors whose keys are the settings' paths in the llm section ("rules[2].matches",
+// "replies[0].chunks"; indexes from 0), so check can point at their lines.
 func NewScripted(s ScriptedSettings) (*Scripted, error) {
 	if len(s.Rules) == 0 && len(s.Replies) == 0 {
-		return nil, fmt.Errorf("scripted model: the script has no rules and no replies")
+		return nil, SettingErrors{{Key: "replies", Msg: "the scripted provider has no rules and no replies: give it replies (used in order) or rules (matched against the last message)"}}
 	}
-	m := &Scripted{replies: s.Replies, repeatLast: s.RepeatLast == nil || *s.RepeatLast}
+	m := &Scripted{replies: s.Replies, repeatLast: s.RepeatLast == nil || *s.RepeatLast, hold: s.HoldStream}
+	var errs SettingErrors
 	for i, r := range s.Rules {
+		key := fmt.Sprintf("rules[%d]", i)
 		sr := scriptRule{ScriptRule: r, contains: strings.ToLower(r.Contains)}
 		switch Role(r.Role) {
 		case "", RoleUser, RoleAssistant, RoleTool:
 		default:
-			return nil, fmt.Errorf("scripted model: rule %d: role %q: want user, assistant or tool", i+1, r.Role)
+			errs = append(errs, &SettingError{Key: key + ".role", Msg: fmt.Sprintf("%q is not a role: want user, assistant or tool", r.Role)})
 		}
 		if r.Times < 0 {
-			return nil, fmt.Errorf("scripted model: rule %d: times %d is negative", i+1, r.Times)
+			errs = append(errs, &SettingError{Key: key + ".times", Msg: fmt.Sprintf("%d is negative: want how many times the rule may answer, or 0 for always", r.Times)})
 		}
 		if r.Matches != "" {
 			re, err := regexp.Compile(r.Matches)
 			if err != nil {
-				return nil, fmt.Errorf("scripted model: rule %d: matches: %w", i+1, err)
+				errs = append(errs, &SettingError{Key: key + ".matches", Msg: fmt.Sprintf("not a Go regular expression: %v", err)})
 			}
 			sr.matches = re
 		}
-		if err := r.Reply.check(); err != nil {
-			return nil, fmt.Errorf("scripted model: rule %d: reply: %w", i+1, err)
-		}
+		errs = append(errs, r.Reply.check(key+".reply")...)
 		m.rules = append(m.rules, sr)
 	}
 	for i, r := range s.Replies {
-		if err := r.check(); err != nil {
-			return nil, fmt.Errorf("scripted model: reply %d: %w", i+1, err)
-		}
+		errs = append(errs, r.check(fmt.Sprintf("replies[%d]", i))...)
+	}
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	return m, nil
 }
 
-// check reports what in the reply cannot become a Result.
-func (r Reply) check() error {
+// check reports what in the reply cannot become a Result; key is the reply's path.
+func (r Reply) check(key string) SettingErrors {
+	var errs SettingErrors
+	add := func(field, format string, args ...any) {
+		errs = append(errs, &SettingError{Key: key + field, Msg: fmt.Sprintf(format, args...)})
+	}
 	if r.Text != "" && r.Output != nil {
-		return fmt.Errorf("has both text and output")
+		add("", "has both text and output: a reply has one (output is sent as its JSON text)")
 	}
 	if r.Output != nil {
 		if _, err := json.Marshal(r.Output); err != nil {
-			return fmt.Errorf("output: %w", err)
+			add(".output", "%v", err)
 		}
 	}
 	for i, tc := range r.ToolCalls {
 		if tc.Name == "" {
-			return fmt.Errorf("tool call %d has no name", i+1)
+			add(fmt.Sprintf(".tool_calls[%d].name", i), "tool call %d has no name", i+1)
 		}
 		if _, err := json.Marshal(tc.Arguments); err != nil {
-			return fmt.Errorf("tool call %d: arguments: %w", i+1, err)
+			add(fmt.Sprintf(".tool_calls[%d].arguments", i), "%v", err)
 		}
 	}
 	switch FinishReason(r.FinishReason) {
 	case "", FinishStop, FinishToolCalls, FinishLength, FinishRefusal, FinishContentFilter, FinishError:
 	default:
-		return fmt.Errorf("finish_reason %q: want stop, tool_calls, length, refusal, content_filter or error", r.FinishReason)
+		add(".finish_reason", "%q: want stop, tool_calls, length, refusal, content_filter or error", r.FinishReason)
 	}
-	return nil
+	if r.CostUSD < 0 {
+		add(".cost_usd", "must not be negative, got %g", r.CostUSD)
+	}
+	if u := r.Usage; u != nil {
+		for _, f := range []struct {
+			key string
+			v   float64
+		}{{"input_tokens", float64(u.InputTokens)}, {"output_tokens", float64(u.OutputTokens)}, {"cache_read_tokens", float64(u.CacheReadTokens)},
+			{"cache_write_tokens", float64(u.CacheWriteTokens)}, {"cost_usd", u.CostUSD}} {
+			if f.v < 0 {
+				add(".usage."+f.key, "must not be negative, got %g", f.v)
+			}
+		}
+	}
+	if len(r.Chunks) > 0 {
+		text, err := r.text()
+		if joined := strings.Join(r.Chunks, ""); err == nil && joined != text {
+			add(".chunks", "the chunks join to %s, not to the reply's text %s: they are how that text would be streamed, so they must join to exactly it",
+				quoteShort(joined), quoteShort(text))
+		}
+	}
+	return errs
+}
+
+// text is the reply's text: Text, or Output as its JSON text.
+func (r Reply) text() (string, error) {
+	if r.Output == nil {
+		return r.Text, nil
+	}
+	out, err := json.Marshal(r.Output)
+	if err != nil {
+		return "", fmt.Errorf("output: %w", err)
+	}
+	return string(out), nil
+}
+
+// quoteShort quotes s for an error, cut to a readable length.
+func quoteShort(s string) string {
+	const limit = 60
+	if utf8.RuneCountInString(s) > limit {
+		s = string([]rune(s)[:limit]) + "…"
+	}
+	return fmt.Sprintf("%q", s)
 }
 
 // Generate answers with the first rule matching the last message, else the
-// next reply.
+// next reply. The reply's chunks go to the context's chunk callback, in
+// order, before Generate returns (under hold_stream only when the reply is
+// not a refusal or an error); the result carries the context's invocation
+// id.
 func (m *Scripted) Generate(ctx context.Context, c *Call) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("scripted model: %w", err)
@@ -162,17 +222,47 @@ func (m *Scripted) Generate(ctx context.Context, c *Call) (*Result, error) {
 	if c == nil {
 		return nil, fmt.Errorf("scripted model: no call")
 	}
+	res, chunks, err := m.answer(c)
+	if err != nil {
+		return nil, err
+	}
+	res.Evidence.InvocationID = InvocationID(ctx)
+	declined := res.Refusal || res.FinishReason == FinishError
+	if fn := chunksOf(ctx); fn != nil && !(m.hold && declined) {
+		for _, chunk := range chunks {
+			fn(chunk)
+		}
+	}
+	if !declined && len(chunks) > 0 {
+		res.Chunks = chunks
+	}
+	return res, nil
+}
+
+// answer picks the reply for c under the lock and builds its result; chunks are the reply's
+// non-empty chunks, delivered by the caller outside the lock.
+func (m *Scripted) answer(c *Call) (*Result, []string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.calls++
 	reply, which, err := m.pick(c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if reply.Fail {
-		return nil, fmt.Errorf("scripted model: %s fails, as scripted", which)
+		return nil, nil, fmt.Errorf("scripted model: %s fails, as scripted", which)
 	}
-	return buildResult(c, reply, fmt.Sprintf("scripted-%d", m.calls), m.nextCallID)
+	res, err := buildResult(c, reply, fmt.Sprintf("scripted-%d", m.calls), m.nextCallID)
+	if err != nil {
+		return nil, nil, err
+	}
+	var chunks []string
+	for _, chunk := range reply.Chunks {
+		if chunk != "" {
+			chunks = append(chunks, chunk)
+		}
+	}
+	return res, chunks, nil
 }
 
 // pick chooses the reply for c and says which it was, for errors.
@@ -240,13 +330,9 @@ func buildResult(c *Call, r Reply, requestID string, newID func() string) (*Resu
 	if res.Evidence.Model == "" {
 		res.Evidence.Model = "scripted"
 	}
-	text := r.Text
-	if r.Output != nil {
-		out, err := json.Marshal(r.Output)
-		if err != nil {
-			return nil, fmt.Errorf("output: %w", err)
-		}
-		text = string(out)
+	text, err := r.text()
+	if err != nil {
+		return nil, err
 	}
 	if text != "" {
 		res.Blocks = append(res.Blocks, Block{Kind: BlockText, Text: text})
@@ -274,6 +360,9 @@ func buildResult(c *Call, r Reply, requestID string, newID func() string) (*Resu
 	}
 	if r.CostUSD != 0 {
 		res.Usage.CostUSD = r.CostUSD
+	}
+	if res.Usage.CostUSD != 0 && res.Usage.CostSource == "" {
+		res.Usage.CostSource = "scripted"
 	}
 	switch reason := FinishReason(r.FinishReason); reason {
 	case "":

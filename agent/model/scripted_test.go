@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -169,29 +170,98 @@ func TestScriptedUsage(t *testing.T) {
 		t.Errorf("estimated usage %+v", res.Usage)
 	}
 	res, _ = m.Generate(context.Background(), call)
-	if res.Usage != (Usage{InputTokens: 7, OutputTokens: 3, CostUSD: 0.25}) {
+	if res.Usage != (Usage{InputTokens: 7, OutputTokens: 3, CostUSD: 0.25, CostSource: "scripted"}) {
 		t.Errorf("scripted usage %+v", res.Usage)
 	}
 }
 
+// TestNewScriptedRejects checks that every problem of a script is reported at once, each a
+// setting error keyed by its path in the llm section, so check can point at its line.
 func TestNewScriptedRejects(t *testing.T) {
 	cases := []struct {
 		s    ScriptedSettings
-		want string
+		want []string // "key: start of the message"
 	}{
-		{ScriptedSettings{}, "no rules and no replies"},
-		{ScriptedSettings{Rules: []ScriptRule{{Matches: "("}}}, "rule 1: matches"},
-		{ScriptedSettings{Rules: []ScriptRule{{Role: "system"}}}, `rule 1: role "system"`},
-		{ScriptedSettings{Rules: []ScriptRule{{Times: -1}}}, "times -1"},
-		{ScriptedSettings{Replies: []Reply{{Text: "a", Output: 1}}}, "reply 1: has both text and output"},
-		{ScriptedSettings{Replies: []Reply{{ToolCalls: []ScriptToolCall{{}}}}}, "reply 1: tool call 1 has no name"},
-		{ScriptedSettings{Replies: []Reply{{FinishReason: "done"}}}, `finish_reason "done"`},
-		{ScriptedSettings{Replies: []Reply{{Output: make(chan int)}}}, "reply 1: output"},
+		{ScriptedSettings{}, []string{"replies: the scripted provider has no rules and no replies"}},
+		{ScriptedSettings{Rules: []ScriptRule{{Matches: "("}}}, []string{"rules[0].matches: not a Go regular expression"}},
+		{ScriptedSettings{Rules: []ScriptRule{{Role: "system"}}}, []string{`rules[0].role: "system" is not a role`}},
+		{ScriptedSettings{Rules: []ScriptRule{{Times: -1}}}, []string{"rules[0].times: -1 is negative"}},
+		{ScriptedSettings{Replies: []Reply{{Text: "a", Output: 1}}}, []string{"replies[0]: has both text and output"}},
+		{ScriptedSettings{Replies: []Reply{{ToolCalls: []ScriptToolCall{{}}}}}, []string{"replies[0].tool_calls[0].name: tool call 1 has no name"}},
+		{ScriptedSettings{Replies: []Reply{{FinishReason: "done"}}}, []string{`replies[0].finish_reason: "done"`}},
+		{ScriptedSettings{Replies: []Reply{{Output: make(chan int)}}}, []string{"replies[0].output: json: unsupported type"}},
+		{ScriptedSettings{Replies: []Reply{{Text: "abc", Chunks: []string{"a", "c"}}}}, []string{`replies[0].chunks: the chunks join to "ac", not to the reply's text "abc"`}},
+		{ScriptedSettings{Replies: []Reply{{Output: map[string]any{"a": 1}, Chunks: []string{`{"a":`, `2}`}}}}, []string{`replies[0].chunks: the chunks join to "{\"a\":2}", not to the reply's text "{\"a\":1}"`}},
+		{ScriptedSettings{
+			Rules:   []ScriptRule{{Matches: "(", Reply: Reply{Text: "x", Chunks: []string{"y"}}}, {Role: "bot"}},
+			Replies: []Reply{{Text: "ok"}, {FinishReason: "later"}},
+		}, []string{"rules[0].matches: ", `rules[0].reply.chunks: the chunks join to "y"`, "rules[1].role: ", "replies[1].finish_reason: "}},
 	}
 	for _, tc := range cases {
-		if _, err := NewScripted(tc.s); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("NewScripted(%+v): got %v, want an error containing %q", tc.s, err, tc.want)
+		_, err := NewScripted(tc.s)
+		var errs SettingErrors
+		if !errors.As(err, &errs) || len(errs) != len(tc.want) {
+			t.Errorf("NewScripted(%+v): got %v, want %d setting errors %q", tc.s, err, len(tc.want), tc.want)
+			continue
 		}
+		for i, w := range tc.want {
+			if got := errs[i].Error(); !strings.HasPrefix(got, w) {
+				t.Errorf("error %d: %q, want it to start with %q", i, got, w)
+			}
+		}
+	}
+}
+
+// TestScriptedChunks checks that a reply's chunks reach the chunk callback in order and make
+// Result.Chunks; that a refusal's chunks go out as a stream's would, but never under
+// hold_stream, and are not kept; and that the result carries the context's invocation id.
+func TestScriptedChunks(t *testing.T) {
+	replies := []Reply{
+		{Text: "The cup is in the drawer.", Chunks: []string{"The cup ", "", "is in ", "the drawer."}},
+		{Text: "I can't do that.", Chunks: []string{"I can't ", "do that."}, FinishReason: "refusal"},
+		{Text: "no chunks"},
+	}
+	for _, hold := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hold_stream=%v", hold), func(t *testing.T) {
+			m, err := NewScripted(ScriptedSettings{Replies: replies, HoldStream: hold})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			ctx := WithChunks(WithInvocationID(context.Background(), "run-1-step1-req1"), func(c string) { got = append(got, c) })
+			res, err := m.Generate(ctx, userCall("x"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"The cup ", "is in ", "the drawer."}
+			if strings.Join(got, "|") != strings.Join(want, "|") || strings.Join(res.Chunks, "|") != strings.Join(want, "|") {
+				t.Errorf("delivered %q, result's chunks %q; want %q", got, res.Chunks, want)
+			}
+			if res.Evidence.InvocationID != "run-1-step1-req1" {
+				t.Errorf("invocation id %q", res.Evidence.InvocationID)
+			}
+
+			got = nil
+			res, err = m.Generate(ctx, userCall("x"))
+			if err != nil || !res.Refusal {
+				t.Fatalf("want a refusal, got %+v, %v", res, err)
+			}
+			if res.Chunks != nil || len(res.Blocks) != 0 {
+				t.Errorf("the refusal kept output: %+v", res)
+			}
+			if hold && got != nil {
+				t.Errorf("under hold_stream the refusal's chunks went out: %q", got)
+			}
+			if !hold && strings.Join(got, "") != "I can't do that." {
+				t.Errorf("without hold_stream the refusal's chunks went out as %q, want them as streamed", got)
+			}
+
+			got = nil
+			res, err = m.Generate(ctx, userCall("x"))
+			if err != nil || got != nil || res.Chunks != nil {
+				t.Errorf("a reply without chunks: delivered %q, result %+v, %v", got, res, err)
+			}
+		})
 	}
 }
 
@@ -245,5 +315,38 @@ func TestNewScriptedProvider(t *testing.T) {
 	res, err := m.Generate(context.Background(), userCall("x"))
 	if err != nil || res.Text() != "hi" {
 		t.Fatalf("got %v, %v", res, err)
+	}
+}
+
+// TestScriptedHoldStreamFromSettings checks that the llm section's hold_stream reaches the
+// scripted model New builds: a refusal reply's chunks never reach the chunk callback, while an
+// answer's do once it is known not to be declined; without hold_stream the refusal's chunks go
+// out as they are made, as a provider streaming live would show them.
+func TestScriptedHoldStreamFromSettings(t *testing.T) {
+	script := &ScriptedSettings{Replies: []Reply{
+		{Text: "I will not do that.", Chunks: []string{"I will ", "not do that."}, FinishReason: string(FinishRefusal)},
+		{Text: "Done.", Chunks: []string{"Do", "ne."}},
+	}, RepeatLast: new(bool)}
+	for _, hold := range []bool{true, false} {
+		m, err := New(Settings{Provider: "scripted", Script: script, HoldStream: hold})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		ctx := WithChunks(context.Background(), func(c string) { got = append(got, c) })
+		res, err := m.Generate(ctx, &Call{Messages: []Message{{Role: RoleUser, Text: "go"}}})
+		if err != nil || !res.Refusal {
+			t.Fatalf("hold %v: %+v, %v; want the refusal", hold, res, err)
+		}
+		if hold && len(got) != 0 {
+			t.Errorf("hold_stream: the refusal's chunks %q reached the callback", got)
+		}
+		if !hold && strings.Join(got, "") != "I will not do that." {
+			t.Errorf("without hold_stream: chunks %q, want the refusal's as made", got)
+		}
+		got = nil
+		if res, err := m.Generate(ctx, &Call{Messages: []Message{{Role: RoleUser, Text: "go"}}}); err != nil || strings.Join(got, "") != "Done." || res.Text() != "Done." {
+			t.Errorf("hold %v: answer %+v, %v, chunks %q", hold, res, err, got)
+		}
 	}
 }

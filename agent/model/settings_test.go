@@ -135,15 +135,15 @@ func TestNewRefusesWhatTheProviderDoesNotTake(t *testing.T) {
 		{"alias without a model id", Settings{Provider: "anthropic", Anthropic: AnthropicSettings{Aliases: map[string]string{"fast": ""}}}, "aliases.fast", "names no model id"},
 		{"misspelled provider", Settings{Provider: "anthropc"}, "provider", `"anthropc" is not a model provider (did you mean "anthropic"?)`},
 		{"scripted regex", Settings{Provider: "scripted", Script: &ScriptedSettings{Rules: []ScriptRule{{Contains: "a", Reply: Reply{Text: "x"}}, {Matches: "(", Reply: Reply{Text: "y"}}}}},
-			"rules[1].matches", "is not a valid regular expression (Go syntax)"},
-		{"scripted role", Settings{Provider: "scripted", Script: &ScriptedSettings{Rules: []ScriptRule{{Role: "system", Reply: Reply{Text: "x"}}}}}, "rules[0].role", "use one of: user, assistant, tool"},
+			"rules[1].matches", "not a Go regular expression"},
+		{"scripted role", Settings{Provider: "scripted", Script: &ScriptedSettings{Rules: []ScriptRule{{Role: "system", Reply: Reply{Text: "x"}}}}}, "rules[0].role", "want user, assistant or tool"},
 		{"scripted chunks", Settings{Provider: "scripted", Script: &ScriptedSettings{Replies: []Reply{{Text: "hi"}, {Text: "hello", Chunks: []string{"hel", "l"}}}}},
-			"replies[1].chunks", `joined, they are "hell", which is not the reply's text "hello"`},
-		{"scripted finish reason", Settings{Provider: "scripted", Script: &ScriptedSettings{Replies: []Reply{{Text: "hi", FinishReason: "done"}}}}, "replies[0].finish_reason", "use one of: stop"},
+			"replies[1].chunks", `the chunks join to "hell", not to the reply's text "hello"`},
+		{"scripted finish reason", Settings{Provider: "scripted", Script: &ScriptedSettings{Replies: []Reply{{Text: "hi", FinishReason: "done"}}}}, "replies[0].finish_reason", "want stop, tool_calls"},
 		{"scripted negative cost", Settings{Provider: "scripted", Script: &ScriptedSettings{Replies: []Reply{{Text: "hi", CostUSD: -1}}}}, "replies[0].cost_usd", "must not be negative"},
 		{"scripted negative usage", Settings{Provider: "scripted", Script: &ScriptedSettings{Rules: []ScriptRule{{Reply: Reply{Text: "hi", Usage: &Usage{OutputTokens: -3}}}}}},
 			"rules[0].reply.usage.output_tokens", "must not be negative, got -3"},
-		{"scripted regex on another provider", Settings{Provider: "openai", Script: &ScriptedSettings{Rules: []ScriptRule{{Matches: "[", Reply: Reply{Text: "y"}}}}}, "rules[0].matches", "not a valid regular expression"},
+		{"scripted regex on another provider", Settings{Provider: "openai", Script: &ScriptedSettings{Rules: []ScriptRule{{Matches: "[", Reply: Reply{Text: "y"}}}}}, "rules[0].matches", "not a Go regular expression"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -145,7 +145,6 @@ func (m *httpModel) generateStream(ctx context.Context, body []byte) (*Result, h
 	if res.Chunks == nil {
 		res.Chunks = chunks
 	}
-	m.blockEmpty(res)
 	if res.Refusal {
 		res.Chunks = nil
 		return res, header, nil

@@ -202,8 +202,8 @@ func (d *fakeDecoder) Result(http.Header) (*Result, error) {
 	return res, nil
 }
 
-func streamModel(url string, hold, blockEmpty bool) *httpModel {
-	return &httpModel{provider: "fake", model: "m", wire: fakeWire{}, stream: true, holdStream: hold, blockEmptyAnswers: blockEmpty,
+func streamModel(url string, hold bool) *httpModel {
+	return &httpModel{provider: "fake", model: "m", wire: fakeWire{}, stream: true, holdStream: hold,
 		pricer: newPricer(Settings{}, CostFromProvider), transport: &Transport{BaseURL: url, MaxAttempts: 1, Timeout: 5 * time.Second}}
 }
 
@@ -234,7 +234,7 @@ func TestGenerateStream(t *testing.T) {
 			var once sync.Once
 			var ended atomic.Bool
 			srv := newStreamServer(t, 0, tc.events, 1, resume, func(http.ResponseWriter) { ended.Store(true) })
-			m := streamModel(srv.URL, tc.hold, false)
+			m := streamModel(srv.URL, tc.hold)
 			var mu sync.Mutex
 			var delivered []string
 			liveFirst := false
@@ -263,25 +263,18 @@ func TestGenerateStream(t *testing.T) {
 		})
 	}
 
-	t.Run("empty answer blocked", func(t *testing.T) {
-		srv := newStreamServer(t, 0, []event{{"end", "stop"}}, -1, nil, nil)
-		res, err := streamModel(srv.URL, true, true).Generate(context.Background(), validCall())
-		if err != nil || !res.Refusal || !strings.Contains(res.RefusalReason, "block_empty_answers") {
-			t.Fatalf("got %+v, %v", res, err)
-		}
-	})
 	t.Run("decoder error", func(t *testing.T) {
 		srv := newStreamServer(t, 0, []event{{"delta", "a"}, {"error", "overloaded"}}, -1, nil, nil)
 		var delivered []string
 		ctx := WithChunks(context.Background(), func(c string) { delivered = append(delivered, c) })
-		_, err := streamModel(srv.URL, true, false).Generate(ctx, validCall())
+		_, err := streamModel(srv.URL, true).Generate(ctx, validCall())
 		if err == nil || !strings.Contains(err.Error(), "model provider fake") || !strings.Contains(err.Error(), "provider error: overloaded") || len(delivered) != 0 {
 			t.Fatalf("got %v, delivered %q", err, delivered)
 		}
 	})
 	t.Run("stream ends early", func(t *testing.T) {
 		srv := newStreamServer(t, 0, []event{{"delta", "a"}}, -1, nil, nil)
-		if _, err := streamModel(srv.URL, false, false).Generate(context.Background(), validCall()); err == nil || !strings.Contains(err.Error(), "ended before the answer") {
+		if _, err := streamModel(srv.URL, false).Generate(context.Background(), validCall()); err == nil || !strings.Contains(err.Error(), "ended before the answer") {
 			t.Fatalf("got %v", err)
 		}
 	})

@@ -24,8 +24,6 @@ var (
 	thinkingValues  = []string{"adaptive", "none"}
 	effortValues    = []string{"low", "medium", "high", "xhigh", "max"}
 	fallbacksValues = []string{"default", "none"}
-	roleValues      = []string{string(RoleUser), string(RoleAssistant), string(RoleTool)}
-	finishValues    = []string{string(FinishStop), string(FinishToolCalls), string(FinishLength), string(FinishRefusal), string(FinishContentFilter), string(FinishError)}
 )
 
 // headerNameRE is an HTTP field name (RFC 9110 token).
@@ -266,59 +264,15 @@ func (p *problems) checkAliases(s Settings) {
 	}
 }
 
-// checkScript checks the scripted provider's script, each problem under the
-// path of its setting ("rules[2].matches"), so that check can point at its
-// line. NewScripted checks it again.
+// checkScript checks the scripted provider's script (NewScripted's checks), whatever the
+// provider: an overlay may switch to scripted.
 func (p *problems) checkScript(sc *ScriptedSettings) {
 	if sc == nil || (len(sc.Rules) == 0 && len(sc.Replies) == 0) {
 		p.add("provider", "scripted needs a script: give rules (matched against the last message) or replies (used in order)")
 		return
 	}
-	for i, r := range sc.Rules {
-		at := fmt.Sprintf("rules[%d]", i)
-		p.enum(at+".role", r.Role, roleValues)
-		if r.Times < 0 {
-			p.add(at+".times", "must not be negative, got %d; 0 answers any number of times", r.Times)
-		}
-		if r.Matches != "" {
-			if _, err := regexp.Compile(r.Matches); err != nil {
-				p.add(at+".matches", "is not a valid regular expression (Go syntax): %v", err)
-			}
-		}
-		p.checkReply(at+".reply", r.Reply)
-	}
-	for i, r := range sc.Replies {
-		p.checkReply(fmt.Sprintf("replies[%d]", i), r)
-	}
-}
-
-func (p *problems) checkReply(at string, r Reply) {
-	if r.Text != "" && r.Output != nil {
-		p.add(at+".output", "a reply has text or output, not both")
-	}
-	for j, tc := range r.ToolCalls {
-		if tc.Name == "" {
-			p.add(fmt.Sprintf("%s.tool_calls[%d].name", at, j), "is missing; name the tool the reply calls")
-		}
-	}
-	p.enum(at+".finish_reason", r.FinishReason, finishValues)
-	if r.CostUSD < 0 {
-		p.add(at+".cost_usd", "must not be negative, got %g", r.CostUSD)
-	}
-	if u := r.Usage; u != nil {
-		for _, f := range []struct {
-			key string
-			v   float64
-		}{{"input_tokens", float64(u.InputTokens)}, {"output_tokens", float64(u.OutputTokens)}, {"cache_read_tokens", float64(u.CacheReadTokens)},
-			{"cache_write_tokens", float64(u.CacheWriteTokens)}, {"cost_usd", u.CostUSD}} {
-			if f.v < 0 {
-				p.add(at+".usage."+f.key, "must not be negative, got %g", f.v)
-			}
-		}
-	}
-	if len(r.Chunks) > 0 && r.Text != "" && strings.Join(r.Chunks, "") != r.Text {
-		p.add(at+".chunks", "joined, they are %q, which is not the reply's text %q; the chunks are how the text is streamed", truncateText(strings.Join(r.Chunks, ""), 60), truncateText(r.Text, 60))
-	}
+	_, err := NewScripted(*sc)
+	p.addErr("", err)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -17,37 +17,3 @@ type wireFormat interface {
 	// refusal fallbacks, say); nil for none.
 	header() http.Header
 }
-
-// chatWire is Chat Completions (openai and the compatible providers).
-type chatWire struct {
-	maxTokensParam string
-}
-
-// newChatWire checks the Chat Completions settings of s and returns the wire.
-func newChatWire(s Settings) (wireFormat, error) {
-	return &chatWire{maxTokensParam: s.MaxTokensParam}, nil
-}
-
-func (w *chatWire) request(c *Call, stream bool) ([]byte, error) {
-	return OpenAIChatRequest(c, w.maxTokensParam)
-}
-func (w *chatWire) result(body []byte, h http.Header) (*Result, error) {
-	return OpenAIChatResult(body, h)
-}
-func (w *chatWire) stream() streamDecoder { return nil }
-func (w *chatWire) header() http.Header   { return nil }
-
-// responsesWire is the OpenAI Responses API.
-type responsesWire struct{}
-
-// newResponsesWire checks the Responses settings of s and returns the wire.
-func newResponsesWire(s Settings) (wireFormat, error) { return responsesWire{}, nil }
-
-func (responsesWire) request(c *Call, stream bool) ([]byte, error) {
-	return OpenAIResponsesRequest(c)
-}
-func (responsesWire) result(body []byte, h http.Header) (*Result, error) {
-	return OpenAIResponsesResult(body, h)
-}
-func (responsesWire) stream() streamDecoder { return nil }
-func (responsesWire) header() http.Header   { return nil }

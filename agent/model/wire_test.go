@@ -14,26 +14,44 @@ import (
 // canonical call, the request body it must translate to, a recorded
 // response with its headers, and the canonical result it must read as.
 type wireCase struct {
-	DefaultMaxTokens int               `json:"default_max_tokens"`
-	MaxTokensParam   string            `json:"max_tokens_param"`
-	Call             Call              `json:"call"`
-	Request          json.RawMessage   `json:"request"`
-	Headers          map[string]string `json:"headers"`
-	Response         json.RawMessage   `json:"response"`
-	Result           json.RawMessage   `json:"result"`
+	DefaultMaxTokens int    `json:"default_max_tokens"`
+	MaxTokensParam   string `json:"max_tokens_param"`
+	// BlockEmptyAnswers is the setting of the Chat Completions and Responses wires.
+	BlockEmptyAnswers bool              `json:"block_empty_answers"`
+	Call              Call              `json:"call"`
+	Request           json.RawMessage   `json:"request"`
+	Headers           map[string]string `json:"headers"`
+	Response          json.RawMessage   `json:"response"`
+	Result            json.RawMessage   `json:"result"`
 }
 
 // recordedFormat pairs a format's translators for the table of recorded cases.
 type recordedFormat struct {
 	dir     string
 	request func(c *wireCase) ([]byte, error)
-	result  func(body []byte, h http.Header) (*Result, error)
+	result  func(c *wireCase, body []byte, h http.Header) (*Result, error)
 }
 
 var wireFormats = []recordedFormat{
-	{"anthropic", anthropicRecordedRequest, AnthropicResult},
-	{"openai", func(c *wireCase) ([]byte, error) { return OpenAIChatRequest(&c.Call, c.MaxTokensParam) }, OpenAIChatResult},
-	{"responses", func(c *wireCase) ([]byte, error) { return OpenAIResponsesRequest(&c.Call) }, OpenAIResponsesResult},
+	{"anthropic", anthropicRecordedRequest,
+		func(_ *wireCase, body []byte, h http.Header) (*Result, error) { return AnthropicResult(body, h) }},
+	{"openai", func(c *wireCase) ([]byte, error) { return caseWire(c, newChatWire).request(&c.Call, false) },
+		func(c *wireCase, body []byte, h http.Header) (*Result, error) {
+			return caseWire(c, newChatWire).result(body, h)
+		}},
+	{"responses", func(c *wireCase) ([]byte, error) { return caseWire(c, newResponsesWire).request(&c.Call, false) },
+		func(c *wireCase, body []byte, h http.Header) (*Result, error) {
+			return caseWire(c, newResponsesWire).result(body, h)
+		}},
+}
+
+// caseWire builds a wire from the settings a recorded case names; they are valid.
+func caseWire(c *wireCase, build func(Settings) (wireFormat, error)) wireFormat {
+	w, err := build(Settings{Provider: "openai", MaxTokensParam: c.MaxTokensParam, BlockEmptyAnswers: c.BlockEmptyAnswers})
+	if err != nil {
+		panic(err)
+	}
+	return w
 }
 
 // TestWireRecorded checks every translator against its recorded payloads:
@@ -59,7 +77,7 @@ func TestWireRecorded(t *testing.T) {
 				for k, v := range c.Headers {
 					h.Set(k, v)
 				}
-				res, err := f.result(c.Response, h)
+				res, err := f.result(c, c.Response, h)
 				if err != nil {
 					t.Fatalf("result: %v", err)
 				}
@@ -81,7 +99,7 @@ func TestWireToolLoop(t *testing.T) {
 		t.Run(f.dir, func(t *testing.T) {
 			turn1 := loadCase(t, filepath.Join("testdata", f.dir, "tool_turn1.json"))
 			turn2 := loadCase(t, filepath.Join("testdata", f.dir, "tool_turn2.json"))
-			res, err := f.result(turn1.Response, http.Header{})
+			res, err := f.result(turn1, turn1.Response, http.Header{})
 			if err != nil {
 				t.Fatal(err)
 			}

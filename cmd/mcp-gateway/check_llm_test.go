@@ -40,7 +40,7 @@ func TestCheckFindsLLMMistakes(t *testing.T) {
 		{"max_tokens_param on anthropic", "  provider: anthropic\n  max_tokens_param: max_completion_tokens\n", 6,
 			"llm.max_tokens_param: is a setting of the Chat Completions providers only (deepseek, mimo, ollama, openai, openrouter, qwen); provider anthropic (Messages) does not take it"},
 		{"invalid scripted regex", "  provider: scripted\n  rules:\n    - contains: hi\n      reply: {text: hello}\n    - matches: \"(unclosed\"\n      reply: {text: hello}\n", 9,
-			"llm.rules[1].matches: is not a valid regular expression (Go syntax): error parsing regexp: missing closing ): `(unclosed`"},
+			"llm.rules[1].matches: not a Go regular expression: error parsing regexp: missing closing ): `(unclosed`"},
 		{"literal headers", "  provider: openai\n  headers:\n    Authorization: Bearer sk-live-1\n", 7,
 			"llm.headers.Authorization: a header's value is never written in the file"},
 		{"temperature without sampling on anthropic", "  provider: anthropic\n  temperature: 0.3\n", 6,
@@ -51,7 +51,7 @@ func TestCheckFindsLLMMistakes(t *testing.T) {
 			"llm.stream: is a setting of the Chat Completions providers (deepseek, mimo, ollama, openai, openrouter, qwen) and anthropic only; provider openai.responses (Responses) does not take it"},
 		{"enum value", "  provider: anthropic\n  effort: extreme\n", 6, `llm.effort: "extreme" is not valid; use one of: low, medium, high, xhigh, max`},
 		{"default not an alias", "  provider: anthropic\n  aliases: {strong: claude-opus-5-5}\n  default: stronk\n", 7, `llm.default: "stronk" is not one of the aliases (did you mean "strong"?)`},
-		{"scripted chunks", "  provider: scripted\n  replies:\n    - text: hello\n      chunks: [he, lo]\n", 8, `llm.replies[0].chunks: joined, they are "helo"`},
+		{"scripted chunks", "  provider: scripted\n  replies:\n    - text: hello\n      chunks: [he, lo]\n", 8, `llm.replies[0].chunks: the chunks join to "helo"`},
 		{"no provider", "  max_steps: 5\n", 4, "llm.provider: is not set; choose one of anthropic"},
 	}
 	for _, tc := range cases {
@@ -85,7 +85,7 @@ func TestCheckListsEverySectionsProblems(t *testing.T) {
 		path + ":3: servers[0] (robot): queue_size: must be at least 1",
 		path + ":6: llm.effort: is a setting of provider anthropic only; provider openai (Chat Completions) does not take it",
 		path + ":7: llm.max_retries: must be 0 (no retries: behind a gateway that retries) or more, got -1",
-		path + ":9: llm.rules[0].matches: is not a valid regular expression",
+		path + ":9: llm.rules[0].matches: not a Go regular expression",
 	}
 	if len(rep.Problems) != len(want) {
 		t.Fatalf("problems:\n%s", strings.Join(rep.Problems, "\n"))

@@ -1,0 +1,46 @@
+package model
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestChatWireSettings checks the settings the Chat Completions wire takes: max_tokens_param is
+// one of its two names, refused otherwise as a setting error naming the key and the provider;
+// the Responses wire refuses stream.
+func TestChatWireSettings(t *testing.T) {
+	for _, p := range []string{"", MaxTokensParam, MaxCompletionTokensParam} {
+		if _, err := newChatWire(Settings{Provider: "openai", MaxTokensParam: p}); err != nil {
+			t.Errorf("max_tokens_param %q refused: %v", p, err)
+		}
+	}
+	check := func(err error, key, provider string) {
+		t.Helper()
+		var errs SettingErrors
+		if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Key != key || !strings.Contains(errs[0].Msg, provider) {
+			t.Errorf("got %v; want one setting error on %s naming %s", err, key, provider)
+		}
+	}
+	_, err := newChatWire(Settings{Provider: "deepseek", MaxTokensParam: "max_output_tokens"})
+	check(err, "max_tokens_param", "deepseek")
+	_, err = newResponsesWire(Settings{Provider: "openai.responses", Stream: true})
+	check(err, "stream", "openai.responses")
+	if w, err := newResponsesWire(Settings{Provider: "openai.responses"}); err != nil || w.stream() != nil {
+		t.Errorf("responses wire: %v, stream decoder %v; want none", err, w)
+	}
+}
+
+// TestOutputSchemaMustBeAnObject checks that the OpenAI wires refuse an output schema that is not
+// a JSON object, instead of sending what the provider would reject or ignore.
+func TestOutputSchemaMustBeAnObject(t *testing.T) {
+	c := validCall()
+	c.Controls.OutputSchema = json.RawMessage(`[1]`)
+	if _, err := OpenAIChatRequest(c, ""); err == nil || !strings.Contains(err.Error(), "output schema is not a JSON object") {
+		t.Errorf("chat: %v", err)
+	}
+	if _, err := OpenAIResponsesRequest(c); err == nil || !strings.Contains(err.Error(), "output schema is not a JSON object") {
+		t.Errorf("responses: %v", err)
+	}
+}
