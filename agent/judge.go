@@ -217,21 +217,8 @@ func endJudgeSpan(span trace.Span, res *model.Result, err error, verdict string)
 	if res == nil {
 		return
 	}
-	span.SetAttributes(
-		attrFinishReasons.StringSlice([]string{string(res.FinishReason)}),
-		attrInputTokens.Int(res.Usage.InputTokens),
-		attrOutputTokens.Int(res.Usage.OutputTokens),
-	)
-	if ev := res.Evidence; ev.Model != "" {
-		span.SetAttributes(attrResponseModel.String(ev.Model))
-	}
-	if ev := res.Evidence; ev.RequestID != "" {
-		span.SetAttributes(attrResponseID.String(ev.RequestID))
-	}
-	switch {
-	case res.Refusal:
-		telemetry.Fail(span, errModelRefusal)
-	case verdict == verdictError:
+	answered(span, res)
+	if !res.Refusal && verdict == verdictError {
 		telemetry.Fail(span, errModelError)
 	}
 }

@@ -140,6 +140,16 @@ func (rn *run) generate(ctx context.Context, call *model.Call) (*model.Result, e
 		telemetry.Fail(span, model.ErrorType(err))
 		return res, err
 	}
+	answered(span, res)
+	if !res.Refusal && res.FinishReason == model.FinishError {
+		telemetry.Fail(span, errModelError)
+	}
+	return res, err
+}
+
+// answered puts a model request's answer on its span: finish reason, tokens, cost, the model
+// that answered and the provider's request id; a refusal marks the span failed.
+func answered(span trace.Span, res *model.Result) {
 	u := res.Usage
 	span.SetAttributes(
 		attrFinishReasons.StringSlice([]string{string(res.FinishReason)}),
@@ -158,13 +168,9 @@ func (rn *run) generate(ctx context.Context, call *model.Call) (*model.Result, e
 	if ev := res.Evidence; ev.RequestID != "" {
 		span.SetAttributes(attrResponseID.String(ev.RequestID))
 	}
-	switch {
-	case res.Refusal:
+	if res.Refusal {
 		telemetry.Fail(span, errModelRefusal)
-	case res.FinishReason == model.FinishError:
-		telemetry.Fail(span, errModelError)
 	}
-	return res, err
 }
 
 // chatSpan sets the name and the fixed attributes of the run's model request spans: "chat

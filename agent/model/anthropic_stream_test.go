@@ -11,21 +11,11 @@ import (
 	"testing"
 )
 
-// decodeMessagesStream feeds events to a fresh Messages stream decoder and returns its result, the
-// chunks its events returned, and the first error.
-func decodeMessagesStream(events []sseEvent, header http.Header) (*Result, []string, error) {
-	d := (&messagesWire{}).stream()
-	var chunks []string
-	for _, ev := range events {
-		chunk, err := d.Event(ev.name, ev.data)
-		if err != nil {
-			return nil, chunks, err
-		}
-		if chunk != "" {
-			chunks = append(chunks, chunk)
-		}
-	}
-	res, err := d.Result(header)
+// decodeMessagesStream feeds events to a fresh Messages stream decoder (decodeStream) and
+// returns its result, the chunks its events returned, and the first error.
+func decodeMessagesStream(t *testing.T, events []sseEvent, header http.Header) (*Result, []string, error) {
+	t.Helper()
+	chunks, res, err := decodeStream(t, &messagesWire{}, events, header)
 	return res, chunks, err
 }
 
@@ -49,7 +39,7 @@ func TestAnthropicStreamMatchesUnstreamed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, chunks, err := decodeMessagesStream(readSSE(t, name+".sse"), header)
+			got, chunks, err := decodeMessagesStream(t, readSSE(t, name+".sse"), header)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,7 +65,7 @@ func TestAnthropicStreamMatchesUnstreamed(t *testing.T) {
 // chunks while it arrives (hold_stream withholds them) but the Result is a refusal with
 // no blocks and no chunks, its category and tokens kept.
 func TestAnthropicStreamRefusal(t *testing.T) {
-	res, chunks, err := decodeMessagesStream(readSSE(t, filepath.Join("testdata", "anthropic", "stream", "refusal.sse")), http.Header{})
+	res, chunks, err := decodeMessagesStream(t, readSSE(t, filepath.Join("testdata", "anthropic", "stream", "refusal.sse")), http.Header{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +88,7 @@ func TestAnthropicStreamRefusal(t *testing.T) {
 // of order are errors, never a partial answer.
 func TestAnthropicStreamErrors(t *testing.T) {
 	dir := filepath.Join("testdata", "anthropic", "stream")
-	_, chunks, err := decodeMessagesStream(readSSE(t, filepath.Join(dir, "overloaded.sse")), http.Header{})
+	_, chunks, err := decodeMessagesStream(t, readSSE(t, filepath.Join(dir, "overloaded.sse")), http.Header{})
 	var status *StatusError
 	if !errors.As(err, &status) || status.StatusCode != 529 || !status.Retryable() || !strings.Contains(err.Error(), "overloaded_error") || !strings.Contains(err.Error(), "Overloaded") {
 		t.Errorf("overloaded: got %v, want a retryable 529 naming overloaded_error", err)
@@ -108,10 +98,10 @@ func TestAnthropicStreamErrors(t *testing.T) {
 	}
 
 	full := readSSE(t, filepath.Join(dir, "tool_use.sse"))
-	if _, _, err := decodeMessagesStream(full[:len(full)-1], http.Header{}); err == nil || !strings.Contains(err.Error(), "before message_stop") {
+	if _, _, err := decodeMessagesStream(t, full[:len(full)-1], http.Header{}); err == nil || !strings.Contains(err.Error(), "before message_stop") {
 		t.Errorf("a stream without message_stop: got %v", err)
 	}
-	if _, _, err := decodeMessagesStream(nil, http.Header{}); err == nil || !strings.Contains(err.Error(), "before message_start") {
+	if _, _, err := decodeMessagesStream(t, nil, http.Header{}); err == nil || !strings.Contains(err.Error(), "before message_start") {
 		t.Errorf("an empty stream: got %v", err)
 	}
 	cases := map[string][]sseEvent{
@@ -124,7 +114,7 @@ func TestAnthropicStreamErrors(t *testing.T) {
 		"not json": {{"message_start", []byte(`{`)}},
 	}
 	for name, events := range cases {
-		if _, _, err := decodeMessagesStream(events, http.Header{}); err == nil || !strings.Contains(err.Error(), "anthropic stream") {
+		if _, _, err := decodeMessagesStream(t, events, http.Header{}); err == nil || !strings.Contains(err.Error(), "anthropic stream") {
 			t.Errorf("%s: got %v", name, err)
 		}
 	}
