@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -143,5 +145,150 @@ func TestAnthropicReplaySkipsWhatTheAPIRefuses(t *testing.T) {
 	}
 	if got := req.Messages[3].Content; len(got) != 1 || string(got[0]) != `{"type":"text","text":"by hand"}` {
 		t.Errorf("sent %s, want the message's text", got)
+	}
+}
+
+// TestAnthropicFallbackAnswerOnly runs a tool loop through an httptest Messages server
+// whose first answer holds a declined model's output (text, a tool call) before a fallback
+// block and the fallback's answer after it (testdata/anthropic/responses/
+// fallback_declined_part.json; streamed: stream/fallback_declined_part.sse). The answer
+// shown and run is the fallback's alone; the next request sends the whole turn back
+// verbatim, fallback block included, and answers the declined model's tool call as not
+// run, ahead of the result of the call that ran. Streamed, the declined text is shown as it
+// arrives unless hold_stream holds the chunks until the answer is known.
+func TestAnthropicFallbackAnswerOnly(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "test-key")
+	var recorded struct {
+		Response json.RawMessage `json:"response"`
+	}
+	decodeLoose(t, filepath.Join("testdata", "anthropic", "responses", "fallback_declined_part.json"), &recorded)
+	sse, err := os.ReadFile(filepath.Join("testdata", "anthropic", "stream", "fallback_declined_part.sse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var turn1 struct {
+		Content []json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(recorded.Response, &turn1); err != nil {
+		t.Fatal(err)
+	}
+	final := `{"id":"msg_01FB4","type":"message","role":"assistant","model":"claude-opus-4-8","content":[{"type":"text","text":"At the table."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":900,"output_tokens":5}}`
+	finalSSE := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":" + strings.Replace(final, `"content":[{"type":"text","text":"At the table."}]`, `"content":[]`, 1) + "}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	for _, tc := range []struct {
+		name         string
+		stream, hold bool
+		shown        string
+	}{
+		{"unstreamed", false, false, ""},
+		// Streamed text is shown as it arrives, before the fallback block says whose it is.
+		{"streamed", true, false, "DECLINEDPART Fallback says hi."},
+		{"streamed held", true, true, "Fallback says hi."},
+	} {
+		stream := tc.stream
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var bodies [][]byte
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				n := len(bodies)
+				bodies = append(bodies, body)
+				mu.Unlock()
+				switch {
+				case n == 0 && stream:
+					w.Header().Set("Content-Type", "text/event-stream")
+					_, _ = w.Write(sse)
+				case n == 0:
+					_, _ = w.Write(recorded.Response)
+				case stream:
+					w.Header().Set("Content-Type", "text/event-stream")
+					_, _ = io.WriteString(w, finalSSE)
+				default:
+					_, _ = io.WriteString(w, final)
+				}
+			}))
+			defer srv.Close()
+			retries := 0
+			m, err := New(Settings{Provider: "anthropic", BaseURL: srv.URL, Model: "claude-opus-5-5", MaxRetries: &retries, Stream: stream, HoldStream: tc.hold})
+			if err != nil {
+				t.Fatal(err)
+			}
+			call := &Call{
+				Messages: []Message{{Role: RoleUser, Text: "Go to the table."}},
+				Tools:    []Tool{{Name: "robot__navigate_to"}},
+			}
+			var shown []string
+			res, err := m.Generate(WithChunks(context.Background(), func(c string) { shown = append(shown, c) }), call)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(shown, "") != tc.shown {
+				t.Errorf("chunks shown %q, want %q", shown, tc.shown)
+			}
+			if res.Text() != "Fallback says hi." || res.Reasoning() != "" {
+				t.Errorf("text %q reasoning %q, want the fallback's answer alone", res.Text(), res.Reasoning())
+			}
+			if stream && strings.Join(res.Chunks, "") != "Fallback says hi." {
+				t.Errorf("chunks %q, want the fallback's answer alone", res.Chunks)
+			}
+			calls := res.ToolCalls()
+			if len(calls) != 1 || calls[0].ID != "toolu_01ANSW" || string(calls[0].Arguments) != `{"target":"table"}` {
+				t.Fatalf("tool calls %+v, want only the fallback's call to the table", calls)
+			}
+			msg := res.AssistantMessage()
+			if msg.Text != "Fallback says hi." || len(msg.ToolCalls) != 1 {
+				t.Errorf("assistant message %+v", msg)
+			}
+			call.Messages = append(call.Messages, msg, Message{
+				Role:        RoleTool,
+				ToolResults: []ToolResult{{CallID: calls[0].ID, Name: calls[0].Name, Content: `{"success":true}`}},
+			})
+			if _, err := m.Generate(context.Background(), call); err != nil {
+				t.Fatal(err)
+			}
+			var second struct {
+				Messages []struct {
+					Role    string            `json:"role"`
+					Content []json.RawMessage `json:"content"`
+				} `json:"messages"`
+			}
+			if err := json.Unmarshal(bodies[1], &second); err != nil || len(second.Messages) != 3 {
+				t.Fatalf("turn 2 request (%v): %s", err, bodies[1])
+			}
+			replayed := second.Messages[1].Content
+			if len(replayed) != len(turn1.Content) {
+				t.Fatalf("turn 2 replays %d blocks, want the %d of turn 1: %s", len(replayed), len(turn1.Content), bodies[1])
+			}
+			for i, want := range turn1.Content {
+				if !bytes.Equal(replayed[i], compact(want)) {
+					t.Errorf("block %d replayed as\n%s\nwant it unchanged:\n%s", i, replayed[i], compact(want))
+				}
+			}
+			results := second.Messages[2].Content
+			want := []string{
+				`{"type":"tool_result","tool_use_id":"toolu_01DECL","content":"` + notRunResult + `","is_error":true}`,
+				`{"type":"tool_result","tool_use_id":"toolu_01ANSW","content":"{\"success\":true}"}`,
+			}
+			if second.Messages[2].Role != "user" || len(results) != len(want) {
+				t.Fatalf("turn 2 user turn %s", results)
+			}
+			for i := range want {
+				if string(results[i]) != want[i] {
+					t.Errorf("tool result %d: %s\nwant %s", i, results[i], want[i])
+				}
+			}
+		})
+	}
+}
+
+func decodeLoose(t *testing.T, file string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", file, err)
 	}
 }
