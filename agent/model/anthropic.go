@@ -308,7 +308,9 @@ func notRun(ids []string) []json.RawMessage {
 	return out
 }
 
-// replayBlocks returns an answer's blocks as the API sent them. Blocks the API would refuse back are left out: empty text, reasoning without a
+// replayBlocks returns an answer's blocks as the API sent them: a block's JSON as received
+// (Block.Raw) when it has one, else one written from its fields (a streamed answer's
+// blocks, or blocks built by hand). Blocks the API would refuse back are left out: empty text, reasoning without a
 // signature (another provider's, or a stream cut before its signature) and redacted
 // reasoning without data, and the same in opaque form. Nil means nothing to replay, so
 // the message's Text and ToolCalls are sent instead. unrun lists the ids of the opaque
@@ -335,6 +337,10 @@ func replayBlocks(in []Block) (out []json.RawMessage, unrun []string) {
 			if b.ToolCall == nil {
 				continue
 			}
+			if !b.ToolCall.ValidArguments() {
+				// The API only takes an object back: send {} rather than what it sent.
+				b.Raw = nil
+			}
 			v = toolUse(*b.ToolCall)
 		case BlockOpaque:
 			var head anthropicContent
@@ -347,6 +353,10 @@ func replayBlocks(in []Block) (out []json.RawMessage, unrun []string) {
 			out = append(out, json.RawMessage(b.Data))
 			continue
 		default:
+			continue
+		}
+		if isObject(b.Raw) {
+			out = append(out, b.Raw)
 			continue
 		}
 		raw, err := marshalVerbatim(v)

@@ -15,19 +15,21 @@ import (
 )
 
 // The first turn's answer: a fallback took over, thought (signed; its text has the
-// characters a JSON encoder likes to escape), thought in redacted form, said something and
-// called a tool.
+// characters a JSON encoder likes to escape, and escapes one would write differently: \/
+// and \u00e9), thought in redacted form, said something and called a tool; some blocks
+// carry a field the translator does not read.
 var replayTurn1 = []string{
 	`{"type":"fallback","from":{"model":"claude-opus-5-5"},"to":{"model":"claude-opus-4-8"}}`,
-	`{"type":"thinking","thinking":"The cup is on the table & the drawer is < 1 m away, so: open it first.","signature":"EqQBCkYIBxgCKkDq8l3yR0k2Xb1mYpTgW7dV4nZ9sL2aQ6cF1hJ8uE5oK3rT0iM7vN4bG2wD9xS6yP1qA5zC8fH3jL0eU7tR"}`,
-	`{"type":"redacted_thinking","data":"EmwKAhgBEgy3va3pzGAD7vIdz2QaDGQ7i5rZ1v2X8pA0nQ0hR5mL9sT2wK7yF3cB6jE1uD8oN4gV0aH5xZ2lP9qS7tM3kC6e"}`,
-	`{"type":"text","text":"I'll open the left drawer."}`,
-	`{"type":"tool_use","id":"toolu_01RP","name":"robot__open_drawer","input":{"drawer":"left"}}`,
+	`{"type":"thinking","thinking":"The cup is on the table & the drawer is < 1 m away, so: open it first (caf\u00e9 cup, left\/right?).","signature":"EqQBCkYIBxgCKkDq8l3yR0k2Xb1mYpTgW7dV4nZ9sL2aQ6cF1hJ8uE5oK3rT0iM7vN4bG2wD9xS6yP1qA5zC8fH3jL0eU7tR","x_future":{"hop":1}}`,
+	`{"type":"redacted_thinking","data":"EmwKAhgBEgy3va3pzGAD7vIdz2QaDGQ7i5rZ1v2X8pA0nQ0hR5mL9sT2wK7yF3cB6jE1uD8oN4gV0aH5xZ2lP9qS7tM3kC6e","x_future":true}`,
+	`{"type":"text","text":"I'll open the left drawer \u2014 caf\u00e9.","citations":null}`,
+	`{"type":"tool_use","id":"toolu_01RP","name":"robot__open_drawer","input":{"drawer":"left\/"},"caller":{"type":"direct"}}`,
 }
 
 // TestAnthropicToolLoopReplaysThinking runs a two-turn tool loop through an httptest
 // Messages server: the second request carries the first answer's content blocks unchanged
-// and in order, the signed thinking block byte for byte.
+// and in order, byte for byte (Block.Raw): the signed thinking block, escapes and fields the
+// translator does not read included.
 func TestAnthropicToolLoopReplaysThinking(t *testing.T) {
 	t.Setenv("ANTHROPIC_API_KEY", "test-key")
 	var mu sync.Mutex
@@ -290,5 +292,53 @@ func decodeLoose(t *testing.T, file string, v any) {
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		t.Fatalf("%s: %v", file, err)
+	}
+}
+
+// TestAnthropicReplayRawOrFields checks where a replayed block's JSON comes from: the block
+// as received (Block.Raw) when it has one; its fields for a block without one (a streamed
+// answer's) and for a tool call whose arguments did not parse, since the API takes only an
+// object back.
+func TestAnthropicReplayRawOrFields(t *testing.T) {
+	c := validCall()
+	c.Messages = append(c.Messages, Message{Role: RoleAssistant, Text: "caf\u00e9", ToolCalls: []ToolCall{{ID: "t1", Name: "robot__stop", Arguments: json.RawMessage(`{}`)}}, Blocks: []Block{
+		{Kind: BlockReasoning, Text: "th/é", Signature: "sig", Raw: json.RawMessage(`{"type":"thinking", "thinking":"th\/\u00e9","signature":"sig","extra":1}`)},
+		{Kind: BlockReasoning, Text: "th/é", Signature: "sig"},
+		{Kind: BlockText, Text: "café", Raw: json.RawMessage(`{"type":"text","text":"caf\u00e9"}`)},
+		{Kind: BlockToolCall, ToolCall: &ToolCall{ID: "t0", Name: "robot__grip", Raw: `"oops"`}, Raw: json.RawMessage(`{"type":"tool_use","id":"t0","name":"robot__grip","input":"oops"}`)},
+		{Kind: BlockToolCall, ToolCall: &ToolCall{ID: "t1", Name: "robot__stop", Arguments: json.RawMessage(`{}`)}, Raw: json.RawMessage(`{"type":"tool_use","id":"t1","name":"robot__stop","input":{},"caller":{"type":"direct"}}`)},
+	}})
+	c.Messages = append(c.Messages, Message{Role: RoleTool, ToolResults: []ToolResult{{CallID: "t0", Content: "invalid"}, {CallID: "t1", Content: "ok"}}})
+	body, err := AnthropicRequest(c, Settings{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req struct {
+		Messages []struct {
+			Content []json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`{"type":"thinking","thinking":"th\/\u00e9","signature":"sig","extra":1}`,
+		`{"type":"thinking","thinking":"th/é","signature":"sig"}`,
+		`{"type":"text","text":"caf\u00e9"}`,
+		`{"type":"tool_use","id":"t0","name":"robot__grip","input":{}}`,
+		`{"type":"tool_use","id":"t1","name":"robot__stop","input":{},"caller":{"type":"direct"}}`,
+	}
+	got := req.Messages[1].Content
+	if len(got) != len(want) {
+		t.Fatalf("replayed %s", got)
+	}
+	for i := range want {
+		if string(got[i]) != want[i] {
+			t.Errorf("block %d replayed as %s, want %s", i, got[i], want[i])
+		}
+	}
+	// Transcripts and --record files write Results as JSON: the block as received stays out.
+	if out, _ := json.Marshal(c.Messages[1].Blocks[0]); bytes.Contains(out, []byte("extra")) {
+		t.Errorf("a block's JSON carries its raw form: %s", out)
 	}
 }

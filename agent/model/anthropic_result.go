@@ -76,7 +76,8 @@ type (
 // stop_details.category — after server-side fallbacks, the refusal that still stands.
 //
 // Thinking blocks become reasoning blocks with their signature, redacted_thinking blocks
-// redacted reasoning blocks with their data.
+// redacted reasoning blocks with their data; each text, thinking, redacted_thinking and
+// tool_use block keeps its JSON as received in Block.Raw, which the request replays.
 //
 // A fallback block marks where the output of a model that declined ends and the
 // fallback's begins ("from" is the model that declined, "to" the one whose output follows).
@@ -175,11 +176,11 @@ func (resp *anthropicResponse) result(blocks []anthropicContent, header http.Hea
 		}
 		switch b.Type {
 		case "text":
-			res.Blocks = append(res.Blocks, Block{Kind: BlockText, Text: b.Text})
+			res.Blocks = append(res.Blocks, Block{Kind: BlockText, Text: b.Text, Raw: b.raw})
 		case "thinking":
-			res.Blocks = append(res.Blocks, Block{Kind: BlockReasoning, Text: b.Thinking, Signature: b.Signature})
+			res.Blocks = append(res.Blocks, Block{Kind: BlockReasoning, Text: b.Thinking, Signature: b.Signature, Raw: b.raw})
 		case "redacted_thinking":
-			res.Blocks = append(res.Blocks, Block{Kind: BlockReasoning, Redacted: true, Data: b.Data})
+			res.Blocks = append(res.Blocks, Block{Kind: BlockReasoning, Redacted: true, Data: b.Data, Raw: b.raw})
 		case "tool_use":
 			if b.ID == "" || b.Name == "" {
 				return nil, fmt.Errorf("anthropic response: content %d: tool_use without id or name", i)
@@ -190,7 +191,7 @@ func (resp *anthropicResponse) result(blocks []anthropicContent, header http.Hea
 			} else {
 				tc.Raw = string(b.Input)
 			}
-			res.Blocks = append(res.Blocks, Block{Kind: BlockToolCall, ToolCall: tc})
+			res.Blocks = append(res.Blocks, Block{Kind: BlockToolCall, ToolCall: tc, Raw: b.raw})
 		default:
 			res.Blocks = append(res.Blocks, Block{Kind: BlockOpaque, Data: string(b.json())})
 			res.Evidence.Warnings = append(res.Evidence.Warnings, fmt.Sprintf("content %d: block type %q is not one this translator reads: kept to replay, otherwise ignored", i, b.Type))

@@ -16,7 +16,8 @@ import (
 // returned as a chunk, and kept in Result.Chunks unless the answer is a refusal; after a
 // fallback block, Result.Chunks holds only the chunks that followed the last one (the
 // answer's), though the declined model's text was already returned as chunks while it
-// arrived.
+// arrived. Streamed blocks have no JSON as received: the request replays them from their
+// fields.
 type messagesStream struct {
 	started, stopped bool
 	resp             anthropicResponse

@@ -55,6 +55,8 @@ func TestAnthropicStreamMatchesUnstreamed(t *testing.T) {
 				t.Errorf("Result.Chunks %q, want the last of the deltas %q making the text %q", got.Chunks, chunks, got.Text())
 			}
 			got.Chunks = nil
+			// A streamed block has no JSON as received; an unstreamed one keeps it, which
+			// Result's JSON leaves out.
 			g, _ := json.Marshal(got)
 			w, _ := json.Marshal(want)
 			assertSameJSON(t, "streamed result", g, w)
@@ -144,6 +146,11 @@ func TestAnthropicStreamFallbackAnswerOnly(t *testing.T) {
 	if len(res.Blocks) != 6 || res.Blocks[1].Kind != BlockOpaque || res.Blocks[1].Data != `{"type":"text","text":"DECLINEDPART "}` ||
 		res.Blocks[2].Data != `{"type":"tool_use","id":"toolu_01DECL","name":"robot__navigate_to","input":{"target":"kitchen"}}` {
 		t.Errorf("blocks %+v, want the declined ones opaque, written from the events", res.Blocks)
+	}
+	for i, b := range res.Blocks {
+		if b.Raw != nil {
+			t.Errorf("block %d has JSON as received from a stream: %s", i, b.Raw)
+		}
 	}
 	if res.Evidence.Model != "claude-opus-4-8" {
 		t.Errorf("answered by %q", res.Evidence.Model)
