@@ -178,9 +178,11 @@ func (w *messagesWire) header() http.Header {
 // user turn, because the API wants every result of a turn in the one user message after
 // the tool calls. An assistant message with Blocks (Result.AssistantMessage) is sent as
 // those blocks, unchanged and in order: thinking with its signature, redacted_thinking with
-// its data, text, tool_use and opaque blocks (a fallback boundary) as the API sent them, so
-// that reasoning carries over a tool loop; one without Blocks sends its text, then its tool
-// calls. max_tokens is always sent: the call's MaxTokens, else s.MaxTokens or
+// its data, text, tool_use and opaque blocks (a fallback boundary, a declined model's output
+// before it) as the API sent them, so that reasoning carries over a tool loop; one without
+// Blocks sends its text, then its tool calls. A declined model's tool_use blocks sent back
+// were never run: the user turn after them answers each with a failed tool_result saying so
+// (notRunResult), ahead of the results of the calls that ran. max_tokens is always sent: the call's MaxTokens, else s.MaxTokens or
 // DefaultAnthropicMaxTokens, or for a streamed request StreamMaxTokens or
 // DefaultAnthropicStreamMaxTokens. thinking, output_config (effort, the output schema as
 // the structured output format), fallbacks and temperature follow the settings (see
@@ -236,11 +238,16 @@ func (w *messagesWire) request(c *Call, stream bool) ([]byte, error) {
 			req.System = joinInstructions(append(c.Instructions[:len(c.Instructions):len(c.Instructions)], schemaInstruction(c.Controls.OutputSchema)))
 		}
 	}
+	var unrun []string
 	for _, m := range c.Messages {
-		role, blocks, err := anthropicBlocks(m)
+		role, blocks, calls, err := anthropicBlocks(m)
 		if err != nil {
 			return nil, fmt.Errorf("anthropic request: %w", err)
 		}
+		if role == "user" && len(unrun) > 0 {
+			blocks = append(notRun(unrun), blocks...)
+		}
+		unrun = calls
 		if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == role {
 			req.Messages[n-1].Content = append(req.Messages[n-1].Content, blocks...)
 			continue
@@ -259,8 +266,10 @@ func schemaInstruction(schema json.RawMessage) string {
 	return "Answer with a single JSON value that conforms to this JSON Schema, and nothing else:\n" + string(compact(schema))
 }
 
-// anthropicBlocks returns the wire role and content blocks of one message.
-func anthropicBlocks(m Message) (string, []json.RawMessage, error) {
+// anthropicBlocks returns the wire role and content blocks of one message, and for a
+// replayed answer the ids of the tool_use blocks it sends back that the loop did not run
+// (a declined model's, before a fallback block).
+func anthropicBlocks(m Message) (string, []json.RawMessage, []string, error) {
 	var blocks []any
 	switch m.Role {
 	case RoleTool:
@@ -269,8 +278,8 @@ func anthropicBlocks(m Message) (string, []json.RawMessage, error) {
 		}
 		return marshalBlocks("user", blocks)
 	case RoleAssistant:
-		if replayed := replayBlocks(m.Blocks); len(replayed) > 0 {
-			return "assistant", replayed, nil
+		if replayed, unrun := replayBlocks(m.Blocks); len(replayed) > 0 {
+			return "assistant", replayed, unrun, nil
 		}
 		if m.Text != "" {
 			blocks = append(blocks, anthropicText{Type: "text", Text: m.Text})
@@ -284,12 +293,29 @@ func anthropicBlocks(m Message) (string, []json.RawMessage, error) {
 	}
 }
 
-// replayBlocks returns an answer's blocks as the API sent them. Blocks the API would
-// refuse back are left out: empty text, reasoning without a signature (another
-// provider's, or a stream cut before its signature) and redacted reasoning without data.
-// Nil means nothing to replay, so the message's Text and ToolCalls are sent instead.
-func replayBlocks(in []Block) []json.RawMessage {
-	var out []json.RawMessage
+// notRunResult is the tool result sent for a tool_use block the loop did not run.
+const notRunResult = "not run: the model that asked for this call declined the request, and a fallback model answered in its place"
+
+// notRun answers the tool_use blocks a replayed answer sends back but the loop did not run
+// (a declined model's), as failed tool results: the API wants every tool_use answered in
+// the user turn that follows.
+func notRun(ids []string) []json.RawMessage {
+	out := make([]json.RawMessage, 0, len(ids))
+	for _, id := range ids {
+		raw, _ := marshalVerbatim(anthropicToolResult{Type: "tool_result", ToolUseID: id, Content: notRunResult, IsError: true})
+		out = append(out, raw)
+	}
+	return out
+}
+
+// replayBlocks returns an answer's blocks as the API sent them: a block's JSON as received
+// (Block.Raw) when it has one, else one written from its fields (a streamed answer's
+// blocks, or blocks built by hand). Blocks the API would refuse back are left out: empty text, reasoning without a
+// signature (another provider's, or a stream cut before its signature) and redacted
+// reasoning without data, and the same in opaque form. Nil means nothing to replay, so
+// the message's Text and ToolCalls are sent instead. unrun lists the ids of the opaque
+// tool_use blocks sent back: calls of a model that declined, which the loop never ran.
+func replayBlocks(in []Block) (out []json.RawMessage, unrun []string) {
 	for _, b := range in {
 		var v any
 		switch b.Kind {
@@ -311,14 +337,26 @@ func replayBlocks(in []Block) []json.RawMessage {
 			if b.ToolCall == nil {
 				continue
 			}
+			if !b.ToolCall.ValidArguments() {
+				// The API only takes an object back: send {} rather than what it sent.
+				b.Raw = nil
+			}
 			v = toolUse(*b.ToolCall)
 		case BlockOpaque:
-			if !isObject([]byte(b.Data)) {
+			var head anthropicContent
+			if !isObject([]byte(b.Data)) || json.Unmarshal([]byte(b.Data), &head) != nil || refusedBack(head) {
 				continue
+			}
+			if head.Type == "tool_use" && head.ID != "" {
+				unrun = append(unrun, head.ID)
 			}
 			out = append(out, json.RawMessage(b.Data))
 			continue
 		default:
+			continue
+		}
+		if isObject(b.Raw) {
+			out = append(out, b.Raw)
 			continue
 		}
 		raw, err := marshalVerbatim(v)
@@ -327,7 +365,21 @@ func replayBlocks(in []Block) []json.RawMessage {
 		}
 		out = append(out, raw)
 	}
-	return out
+	return out, unrun
+}
+
+// refusedBack reports whether the API would refuse an opaque block sent back: a declined
+// model's empty text, or its thinking without a signature.
+func refusedBack(b anthropicContent) bool {
+	switch b.Type {
+	case "text":
+		return b.Text == ""
+	case "thinking":
+		return b.Signature == ""
+	case "redacted_thinking":
+		return b.Data == ""
+	}
+	return false
 }
 
 // toolUse is the tool_use block of a call. The API only takes an object; a call whose
@@ -340,16 +392,16 @@ func toolUse(tc ToolCall) anthropicToolUse {
 	return anthropicToolUse{Type: "tool_use", ID: tc.ID, Name: tc.Name, Input: input}
 }
 
-func marshalBlocks(role string, blocks []any) (string, []json.RawMessage, error) {
+func marshalBlocks(role string, blocks []any) (string, []json.RawMessage, []string, error) {
 	out := make([]json.RawMessage, 0, len(blocks))
 	for _, b := range blocks {
 		raw, err := marshalVerbatim(b)
 		if err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
 		out = append(out, raw)
 	}
-	return role, out, nil
+	return role, out, nil, nil
 }
 
 // marshalVerbatim is json.Marshal without HTML escaping, so that text the API sent (a

@@ -76,12 +76,20 @@ type (
 // stop_details.category — after server-side fallbacks, the refusal that still stands.
 //
 // Thinking blocks become reasoning blocks with their signature, redacted_thinking blocks
-// redacted reasoning blocks with their data. A fallback block (a model declined and the
-// fallback took over) is kept as an opaque block, to be replayed, and noted in
+// redacted reasoning blocks with their data; each text, thinking, redacted_thinking and
+// tool_use block keeps its JSON as received in Block.Raw, which the request replays.
+//
+// A fallback block marks where the output of a model that declined ends and the
+// fallback's begins ("from" is the model that declined, "to" the one whose output follows).
+// The answer is what follows the last one: only those blocks become the Result's text,
+// reasoning and tool calls. The fallback blocks and everything before the last one (the
+// declined attempts' partial output) are kept as opaque blocks, sent back in place on the
+// next request as the API asks (the assistant turn echoed verbatim, fallback blocks
+// included), never shown or run; a warning counts them. Each fallback is noted in
 // Evidence.Warnings ("refused by X, answered by fallback Y"); Evidence.Model is the model
-// that answered. A block of a type this translator does not know is kept the same way,
-// with a warning, rather than failing the run: the API sends back only blocks it accepts
-// in return, and the answer's text and tool calls are read as usual.
+// that answered. A block of a type this translator does not know is kept as an opaque
+// block too, with a warning, rather than failing the run: the API sends back only blocks
+// it accepts in return, and the answer's text and tool calls are read as usual.
 //
 // Usage adds the cache reads and writes the API counts apart to the input tokens. When the
 // API breaks the request down in usage.iterations (several fallback hops, say), the usage
@@ -134,21 +142,45 @@ func parseContent(raw json.RawMessage) (anthropicContent, error) {
 
 // result reads the response with its content blocks (parsed from the body, or built from
 // a stream's events) into a Result.
+//
+// The answer is what follows the last fallback block: the blocks before it are the output
+// of a model that declined (each fallback block marks where one model's output ends and
+// the next one's begins). They become opaque blocks, kept only to be sent back in place as
+// the API asks, never read as text, reasoning or tool calls.
 func (resp *anthropicResponse) result(blocks []anthropicContent, header http.Header) (*Result, error) {
 	res := &Result{
 		Blocks:   []Block{},
 		Usage:    resp.Usage.total(),
 		Evidence: Evidence{RequestID: requestID(header, resp.ID, "request-id"), Model: resp.Model},
 	}
-	var hops []anthropicContent
+	answer := 0
 	for i, b := range blocks {
+		if b.Type == "fallback" {
+			answer = i + 1
+		}
+	}
+	var hops []anthropicContent
+	declined := 0
+	for i, b := range blocks {
+		switch {
+		case b.Type == "":
+			return nil, fmt.Errorf("anthropic response: content %d: a block without a type", i)
+		case b.Type == "fallback":
+			hops = append(hops, b)
+			res.Blocks = append(res.Blocks, Block{Kind: BlockOpaque, Data: string(b.json())})
+			continue
+		case i < answer:
+			declined++
+			res.Blocks = append(res.Blocks, Block{Kind: BlockOpaque, Data: string(b.json())})
+			continue
+		}
 		switch b.Type {
 		case "text":
-			res.Blocks = append(res.Blocks, Block{Kind: BlockText, Text: b.Text})
+			res.Blocks = append(res.Blocks, Block{Kind: BlockText, Text: b.Text, Raw: b.raw})
 		case "thinking":
-			res.Blocks = append(res.Blocks, Block{Kind: BlockReasoning, Text: b.Thinking, Signature: b.Signature})
+			res.Blocks = append(res.Blocks, Block{Kind: BlockReasoning, Text: b.Thinking, Signature: b.Signature, Raw: b.raw})
 		case "redacted_thinking":
-			res.Blocks = append(res.Blocks, Block{Kind: BlockReasoning, Redacted: true, Data: b.Data})
+			res.Blocks = append(res.Blocks, Block{Kind: BlockReasoning, Redacted: true, Data: b.Data, Raw: b.raw})
 		case "tool_use":
 			if b.ID == "" || b.Name == "" {
 				return nil, fmt.Errorf("anthropic response: content %d: tool_use without id or name", i)
@@ -159,16 +191,14 @@ func (resp *anthropicResponse) result(blocks []anthropicContent, header http.Hea
 			} else {
 				tc.Raw = string(b.Input)
 			}
-			res.Blocks = append(res.Blocks, Block{Kind: BlockToolCall, ToolCall: tc})
-		case "":
-			return nil, fmt.Errorf("anthropic response: content %d: a block without a type", i)
-		case "fallback":
-			hops = append(hops, b)
-			res.Blocks = append(res.Blocks, Block{Kind: BlockOpaque, Data: string(compact(b.raw))})
+			res.Blocks = append(res.Blocks, Block{Kind: BlockToolCall, ToolCall: tc, Raw: b.raw})
 		default:
-			res.Blocks = append(res.Blocks, Block{Kind: BlockOpaque, Data: string(compact(b.raw))})
+			res.Blocks = append(res.Blocks, Block{Kind: BlockOpaque, Data: string(b.json())})
 			res.Evidence.Warnings = append(res.Evidence.Warnings, fmt.Sprintf("content %d: block type %q is not one this translator reads: kept to replay, otherwise ignored", i, b.Type))
 		}
+	}
+	if declined > 0 {
+		res.Evidence.Warnings = append(res.Evidence.Warnings, fmt.Sprintf("%d content block(s) before the last fallback block are the output of a model that declined: kept only to send back, not shown and no tool call of theirs run", declined))
 	}
 	res.Evidence.Warnings = append(res.Evidence.Warnings, fallbackWarnings(hops, resp)...)
 	res.Evidence.Model = answeringModel(hops, resp)
@@ -234,6 +264,35 @@ func answeringModel(hops []anthropicContent, resp *anthropicResponse) string {
 		}
 	}
 	return resp.Model
+}
+
+// json is the block's JSON: as the API sent it (insignificant space removed), or for a
+// block built from a stream's events, written from its fields.
+func (b anthropicContent) json() json.RawMessage {
+	if len(b.raw) > 0 {
+		return compact(b.raw)
+	}
+	var v any
+	switch b.Type {
+	case "text":
+		v = anthropicText{Type: b.Type, Text: b.Text}
+	case "thinking":
+		v = anthropicThinkingBlock{Type: b.Type, Thinking: b.Thinking, Signature: b.Signature}
+	case "redacted_thinking":
+		v = anthropicRedacted{Type: b.Type, Data: b.Data}
+	case "tool_use":
+		input := b.Input
+		if !isObject(input) {
+			input = json.RawMessage(`{}`)
+		}
+		v = anthropicToolUse{Type: b.Type, ID: b.ID, Name: b.Name, Input: compact(input)}
+	default:
+		v = struct {
+			Type string `json:"type"`
+		}{b.Type}
+	}
+	out, _ := marshalVerbatim(v) // cannot fail: every field is a string or a JSON object
+	return out
 }
 
 func hopModel(h *anthropicHop) string {

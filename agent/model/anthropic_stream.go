@@ -13,7 +13,11 @@ import (
 // signature_delta, input_json_delta joined into the tool input), message_delta brings the
 // stop reason, stop_details and the cumulative usage, message_stop ends it. ping and
 // events it does not know are skipped; an error event is an error. Each text_delta is
-// returned as a chunk, and kept in Result.Chunks unless the answer is a refusal.
+// returned as a chunk, and kept in Result.Chunks unless the answer is a refusal; after a
+// fallback block, Result.Chunks holds only the chunks that followed the last one (the
+// answer's), though the declined model's text was already returned as chunks while it
+// arrived. Streamed blocks have no JSON as received: the request replays them from their
+// fields.
 type messagesStream struct {
 	started, stopped bool
 	resp             anthropicResponse
@@ -98,6 +102,10 @@ func (d *messagesStream) Event(name string, data []byte) (string, error) {
 		c, err := parseContent(ev.ContentBlock)
 		if err != nil {
 			return "", fmt.Errorf("anthropic stream: content block %d: %w", ev.Index, err)
+		}
+		if c.Type == "fallback" {
+			// The text streamed so far was a declined model's: the answer's chunks start here.
+			d.chunks = []string{}
 		}
 		b := &streamBlock{content: c}
 		b.text.WriteString(c.Text)
@@ -187,6 +195,11 @@ func (d *messagesStream) Result(header http.Header) (*Result, error) {
 	blocks := make([]anthropicContent, len(d.blocks))
 	for i, b := range d.blocks {
 		c := b.content
+		switch c.Type {
+		case "text", "thinking", "redacted_thinking", "tool_use":
+			// Built from the events: its content_block_start is not the whole block.
+			c.raw = nil
+		}
 		c.Text, c.Thinking, c.Signature = b.text.String(), b.thinking.String(), b.sig.String()
 		if b.sawPartial {
 			c.Input = json.RawMessage(b.partial.String())

@@ -21,7 +21,8 @@ func decodeMessagesStream(t *testing.T, events []sseEvent, header http.Header) (
 
 // TestAnthropicStreamMatchesUnstreamed checks that each recorded stream
 // (testdata/anthropic/stream/*.sse) reads as the same Result as the same answer
-// unstreamed (*.json), its text deltas returned as chunks and kept in Result.Chunks.
+// unstreamed (*.json), its text deltas returned as chunks and kept in Result.Chunks (after
+// a fallback block, only the answer's: the last of the chunks returned).
 func TestAnthropicStreamMatchesUnstreamed(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "anthropic", "stream", "*.json"))
 	if len(files) < 3 {
@@ -50,10 +51,12 @@ func TestAnthropicStreamMatchesUnstreamed(t *testing.T) {
 				if got.Chunks != nil {
 					t.Errorf("a refusal keeps its chunks %q", got.Chunks)
 				}
-			} else if !reflect.DeepEqual(got.Chunks, chunks) || strings.Join(chunks, "") != got.Text() {
-				t.Errorf("Result.Chunks %q, want the deltas %q making the text %q", got.Chunks, chunks, got.Text())
+			} else if n := len(chunks) - len(got.Chunks); n < 0 || !reflect.DeepEqual(got.Chunks, chunks[n:]) || strings.Join(got.Chunks, "") != got.Text() {
+				t.Errorf("Result.Chunks %q, want the last of the deltas %q making the text %q", got.Chunks, chunks, got.Text())
 			}
 			got.Chunks = nil
+			// A streamed block has no JSON as received; an unstreamed one keeps it, which
+			// Result's JSON leaves out.
 			g, _ := json.Marshal(got)
 			w, _ := json.Marshal(want)
 			assertSameJSON(t, "streamed result", g, w)
@@ -117,5 +120,39 @@ func TestAnthropicStreamErrors(t *testing.T) {
 		if _, _, err := decodeMessagesStream(t, events, http.Header{}); err == nil || !strings.Contains(err.Error(), "anthropic stream") {
 			t.Errorf("%s: got %v", name, err)
 		}
+	}
+}
+
+// TestAnthropicStreamFallbackAnswerOnly checks that the output a model streamed before it
+// declined (testdata/anthropic/stream/fallback_declined_part.sse: thinking, text and a
+// tool call, then a fallback block, then the fallback's text and tool call) is returned as
+// chunks while it arrives but is not the answer: the Result's text, chunks, reasoning and
+// tool calls are the fallback's, and the declined blocks are kept opaque, to replay.
+func TestAnthropicStreamFallbackAnswerOnly(t *testing.T) {
+	res, chunks, err := decodeMessagesStream(t, readSSE(t, filepath.Join("testdata", "anthropic", "stream", "fallback_declined_part.sse")), http.Header{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(chunks, "") != "DECLINEDPART Fallback says hi." {
+		t.Errorf("chunks returned %q, want every text delta as it arrived", chunks)
+	}
+	if res.Text() != "Fallback says hi." || strings.Join(res.Chunks, "") != "Fallback says hi." || res.Reasoning() != "" {
+		t.Errorf("text %q chunks %q reasoning %q, want only the fallback's answer", res.Text(), res.Chunks, res.Reasoning())
+	}
+	calls := res.ToolCalls()
+	if len(calls) != 1 || calls[0].ID != "toolu_01ANSW" || string(calls[0].Arguments) != `{"target":"table"}` {
+		t.Errorf("tool calls %+v, want only the fallback's", calls)
+	}
+	if len(res.Blocks) != 6 || res.Blocks[1].Kind != BlockOpaque || res.Blocks[1].Data != `{"type":"text","text":"DECLINEDPART "}` ||
+		res.Blocks[2].Data != `{"type":"tool_use","id":"toolu_01DECL","name":"robot__navigate_to","input":{"target":"kitchen"}}` {
+		t.Errorf("blocks %+v, want the declined ones opaque, written from the events", res.Blocks)
+	}
+	for i, b := range res.Blocks {
+		if b.Raw != nil {
+			t.Errorf("block %d has JSON as received from a stream: %s", i, b.Raw)
+		}
+	}
+	if res.Evidence.Model != "claude-opus-4-8" {
+		t.Errorf("answered by %q", res.Evidence.Model)
 	}
 }

@@ -140,6 +140,12 @@ type Block struct {
 	// empty and Data holds the opaque payload to replay.
 	Redacted bool   `json:"redacted,omitempty"`
 	Data     string `json:"data,omitempty"`
+	// Raw is the provider's block as received (a Messages content block's JSON, unknown
+	// fields and escapes included), replayed by the wire that produced it instead of a
+	// block rebuilt from the fields; nil for a block built from a stream's events or by
+	// hand. It lives only in memory, for the tool loop's next request: transcripts and
+	// --record files leave it out.
+	Raw json.RawMessage `json:"-"`
 }
 
 // FinishReason says why the model stopped, mapped from each provider's own
