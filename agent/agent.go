@@ -100,6 +100,11 @@ type Options struct {
 	// block or escalate ends the run with ExitGuardBlocked, redact shows it redacted. Off, the
 	// reasoning is shown in the transcript as the model gave it and no guard sees it.
 	GuardReasoning bool
+	// HoldStream is the llm section's hold_stream: a streamed answer's chunks are held, in the
+	// model until the answer has finished and in the loop until the step shows the answer as the
+	// model wrote it, as with output guards (output.go). Off, without output guards, they are
+	// shown live.
+	HoldStream bool
 	// Experience maps a tool's public or upstream name to notes appended to its description.
 	Experience map[string]string
 }

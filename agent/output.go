@@ -11,13 +11,14 @@ import (
 // chunkSink receives the text a step's model request streams (model.WithChunks): each chunk is
 // a {"type":"chunk"} transcript event and is printed to Out.
 //
-// Without output guards the chunks go out as they arrive: live, like the stream. With output
-// guards they are held until the step's answer is known and screened, and go out only when its
-// text is shown as the model wrote it: a final answer the guards passed untouched, or the text of
-// a step that calls tools (which the output guards do not screen). A declined answer's, a blocked
-// or redacted answer's, and an answer withheld by a budget are dropped. A model that declines
-// after streaming (the signal comes last) has its live chunks shown already; hold_stream keeps
-// them back in the model until the answer has finished.
+// Without output guards and without hold_stream the chunks go out as they arrive: live, like the
+// stream. With output guards or hold_stream (Options.HoldStream) they are held until the step's
+// answer is known and screened, and go out only when its text is shown as the model wrote it: a
+// final answer the guards passed untouched, or the text of a step that calls tools (which the
+// output guards do not screen). A declined answer's, a blocked or redacted answer's, and an answer
+// withheld by a budget are dropped. A model that declines after streaming (the signal comes last)
+// has its live chunks shown already; hold_stream keeps them back in the model until the answer
+// has finished, and then here until the step decides.
 type chunkSink struct {
 	rn   *run
 	step int

@@ -25,7 +25,7 @@ func (rn *run) step(ctx context.Context, call *model.Call, step int) (*Report, e
 		defer span.End()
 	}
 	rn.setStep(step)
-	sink := &chunkSink{rn: rn, step: step, live: rn.OutputGuards.Empty()}
+	sink := &chunkSink{rn: rn, step: step, live: rn.OutputGuards.Empty() && !rn.Options.HoldStream}
 	invocation := rn.invocationID()
 	start := time.Now()
 	res, err := rn.generate(model.WithInvocationID(model.WithChunks(ctx, sink.add), invocation), call)
