@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -324,7 +325,8 @@ func (rn *run) callTool(ctx context.Context, step, i int, tc model.ToolCall, evi
 		// child.
 		out = rn.Caller.Call(ctx, &governor.Call{
 			Name: tc.Name, Args: tc.Arguments, Principal: Principal, Session: rn.RunID, Start: start, Transport: transport,
-			Model: &governor.ModelEvidence{RequestID: evidence.RequestID, Model: evidence.Model, InvocationID: evidence.InvocationID},
+			Model: &governor.ModelEvidence{RequestID: evidence.RequestID, Model: evidence.Model, InvocationID: evidence.InvocationID,
+				Warnings: slices.Clone(evidence.Warnings)},
 		})
 	}
 	took := time.Since(start)

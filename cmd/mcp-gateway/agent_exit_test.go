@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -185,7 +186,7 @@ func TestAgentAuditRecordsCarryModelEvidence(t *testing.T) {
 	if len(calls) != 1 || calls[0].Principal != "agent" || calls[0].Tool != "robot__navigate_to" || calls[0].Session != runID {
 		t.Fatalf("call records %+v", calls)
 	}
-	if calls[0].Model == nil || *calls[0].Model != want {
+	if calls[0].Model == nil || !reflect.DeepEqual(*calls[0].Model, want) {
 		t.Errorf("the call record's model evidence %+v, want %+v", calls[0].Model, want)
 	}
 	if _, bad := st.AuditVerify(); bad != nil {
