@@ -23,6 +23,7 @@ import (
 	"github.com/mcp-gateway/mcp-gateway/agent/model"
 	"github.com/mcp-gateway/mcp-gateway/governor"
 	"github.com/mcp-gateway/mcp-gateway/guards"
+	"github.com/mcp-gateway/mcp-gateway/internal/printable"
 )
 
 // Principal is who the agent's calls are made as, in policies and audit records.
@@ -124,7 +125,8 @@ type Runner struct {
 	// empty sets pass everything. A streamed answer's chunks are held until the output guards
 	// have seen the answer (output.go).
 	InputGuards, OutputGuards *guards.Set
-	// Out receives the transcript for a person as the run goes; nil discards it.
+	// Out receives the transcript for a person as the run goes, control characters but newline
+	// and tab shown as escapes (\x1b); nil discards it.
 	Out io.Writer
 	// Transcript receives the transcript as JSONL, one Event a line; nil discards it.
 	Transcript io.Writer
@@ -435,14 +437,18 @@ func (rn *run) emit(ev Event) {
 	}
 }
 
-// printf writes to Out; it is safe for concurrent use.
+// printf writes to Out, the printout for a person; it is safe for concurrent use. What it
+// prints is mostly the model's and the tools' text, so every control character but newline and
+// tab is shown as an escape (printable.Lines): an answer cannot recolour, clear or retitle the
+// operator's terminal, or overwrite a line it printed. The transcript keeps the text exactly.
 func (rn *run) printf(format string, args ...any) {
 	if rn.Out == nil {
 		return
 	}
+	line := printable.Lines(fmt.Sprintf(format, args...))
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
-	fmt.Fprintf(rn.Out, format, args...)
+	_, _ = io.WriteString(rn.Out, line)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
