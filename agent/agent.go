@@ -220,6 +220,10 @@ type run struct {
 	curStep  int   // the step in progress
 	requests int   // model requests made for the run, for invocation ids
 	err      error // the first transcript write that failed
+	// holding says that the judge lines printed now (judged) are held in held until what they
+	// judged is printed: the task, or the step whose output they screened (releaseJudgeLines).
+	holding bool
+	held    []string
 	// span is the run's span, nil when the run is not traced; chatName and chatAttrs are the
 	// name and fixed attributes of its model request spans.
 	span      trace.Span
@@ -235,6 +239,7 @@ func (r *Runner) Run(ctx context.Context, task string) (*Report, error) {
 	maxSteps := max(r.Options.MaxSteps, 1)
 	ctx = rn.startRun(ctx, maxSteps)
 	defer rn.endRun()
+	rn.holdJudgeLines()                     // until the task's line
 	ctx = guards.WithJudge(ctx, rn.judge()) // judge (issue 21): llm.judge guards ask the run's model
 	gr, screened := r.InputGuards.CheckText(ctx, "", "", task)
 	if why := rn.overBudget(); why != "" {
@@ -245,6 +250,7 @@ func (r *Runner) Run(ctx context.Context, task string) (*Report, error) {
 	if blocked(gr) {
 		rn.emit(Event{Type: "task", Reason: gr.Reason})
 		rn.printf("task: withheld by the input guards\n")
+		rn.releaseJudgeLines()
 		return rn.end(ExitGuardBlocked, fmt.Sprintf("the task was not sent to the model: an input guard %s it (%s)", verb(gr.Action), gr.Reason), nil)
 	}
 	if why := rn.overBudget(); why != "" { // judge (issue 21): an input judge's request counts against the budgets
@@ -261,6 +267,7 @@ func (r *Runner) Run(ctx context.Context, task string) (*Report, error) {
 	}
 	rn.emit(Event{Type: "task", Text: task, Reason: gr.Reason})
 	rn.printf("task: %s\n", task)
+	rn.releaseJudgeLines()
 	rn.chatSpan()
 	for {
 		if rn.report.Steps >= maxSteps {
@@ -350,6 +357,7 @@ func (rn *run) callTool(ctx context.Context, step, i int, tc model.ToolCall, evi
 // end records how the run ended and returns its report.
 func (rn *run) end(exit Exit, reason string, err error) (*Report, error) {
 	rn.report.Exit, rn.report.Reason = exit, reason
+	rn.releaseJudgeLines()
 	total := rn.total()
 	rn.emit(Event{Type: "end", Step: rn.report.Steps, Text: rn.report.Answer, Reason: reason, Exit: &exit, Outcome: exit.String(), Usage: &total})
 	switch {
@@ -449,6 +457,38 @@ func (rn *run) printf(format string, args ...any) {
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
 	_, _ = io.WriteString(rn.Out, line)
+}
+
+// holdJudgeLines holds the judge lines printed from now on until releaseJudgeLines, so that
+// they follow the line of what they judged: a judge screens the task before it is printed, and a
+// step's output before the step's lines.
+func (rn *run) holdJudgeLines() {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	rn.holding = true
+}
+
+// printJudgeLine prints a judge's line, or holds it (holdJudgeLines).
+func (rn *run) printJudgeLine(line string) {
+	rn.mu.Lock()
+	if rn.holding {
+		rn.held = append(rn.held, line)
+		rn.mu.Unlock()
+		return
+	}
+	rn.mu.Unlock()
+	rn.printf("%s\n", line)
+}
+
+// releaseJudgeLines prints the held judge lines, in order, and prints judge lines at once again.
+func (rn *run) releaseJudgeLines() {
+	rn.mu.Lock()
+	held := rn.held
+	rn.holding, rn.held = false, nil
+	rn.mu.Unlock()
+	for _, line := range held {
+		rn.printf("%s\n", line)
+	}
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

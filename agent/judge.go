@@ -202,7 +202,7 @@ func (rn *run) judged(req guards.JudgeRequest, verdict string, why error, usage 
 		line += ": " + ev.Reason
 	}
 	rn.emit(ev)
-	rn.printf("%s\n", line)
+	rn.printJudgeLine(line)
 }
 
 // startJudgeSpan starts a judge request's CLIENT span when the run is traced: "chat <model>",

@@ -448,3 +448,39 @@ func TestJudgeOverHTTP(t *testing.T) {
 		t.Errorf("transcript:\n%s", jsonl)
 	}
 }
+
+// The printout reads in order: the task's line, then its input judge's verdict; a step's lines,
+// then the output judge's verdict on its answer, then how the run ended. The transcript keeps
+// its order: a judge event comes before the event of the step it judged (written once what the
+// step shows is decided).
+func TestJudgeLinesFollowWhatTheyJudge(t *testing.T) {
+	for _, pass := range []bool{true, false} {
+		m := scriptedWith(t, []model.ScriptRule{judgeRule("task-judge", verdict(true)), judgeRule("answer-judge", verdict(pass))},
+			model.Reply{Text: "The drawer is open."})
+		r, jsonl := newRunner(m, &fakeCaller{}, Options{})
+		r.InputGuards = judgeSet(t, guards.StageInput, "task-judge", "", "")
+		r.OutputGuards = judgeSet(t, guards.StageOutput, "answer-judge", "", "")
+		if _, err := r.Run(context.Background(), "open the drawer"); err != nil {
+			t.Fatal(err)
+		}
+		out := r.Out.(*bytes.Buffer).String()
+		last := -1
+		for _, line := range []string{"task: open the drawer\n", "judge task-judge: pass", "step 1 (", "judge answer-judge: ", "answer: "} {
+			if !pass && line == "answer: " {
+				line = "stopped (guard_blocked)"
+			}
+			i := strings.Index(out, line)
+			if i <= last {
+				t.Errorf("pass %v: %q is not after the lines before it:\n%s", pass, line, out)
+			}
+			last = i
+		}
+		var types []string
+		for _, ev := range events(t, jsonl) {
+			types = append(types, ev.Type)
+		}
+		if got := strings.Join(types, " "); got != "judge task judge step end" {
+			t.Errorf("pass %v: transcript events %s", pass, got)
+		}
+	}
+}

@@ -80,8 +80,9 @@ type stepView struct {
 	ev Event
 }
 
-// show writes the step event and prints the step with text and reasoning as shown; chunks says
-// whether the held chunks go out (the text is shown as the model streamed it).
+// show writes the step event and prints the step with text and reasoning as shown, then the
+// verdicts of the judges that screened it; chunks says whether the held chunks go out (the text
+// is shown as the model streamed it).
 func (v *stepView) show(text, reasoning string, chunks bool) {
 	if chunks {
 		v.sink.release()
@@ -102,6 +103,7 @@ func (v *stepView) show(text, reasoning string, chunks bool) {
 	if text != "" && !v.livePrinted {
 		v.rn.printf("  model: %s\n", text)
 	}
+	v.rn.releaseJudgeLines()
 }
 
 // redactedThinking stands for reasoning the provider encrypted, in the transcript and the
