@@ -89,7 +89,9 @@ func runAgentCommand(t *testing.T, llm string) agentRun {
 		t.Fatal(err)
 	}
 	transcript := filepath.Join(dir, "transcript.jsonl")
-	var stdout, stderr bytes.Buffer
+	// stderr is written by the command and by its logger's goroutines at once.
+	var stdout bytes.Buffer
+	var stderr syncBuffer
 	code := run(context.Background(), []string{"agent", "-c", cfg, "--task", "go to the table", "--transcript", transcript}, &stdout, &stderr)
 	r := agentRun{code: code, stdout: stdout.String(), stderr: stderr.String(), stateDir: stateDir}
 	f, err := os.Open(transcript)
