@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/mcp-gateway/mcp-gateway/agent/model"
 	"github.com/mcp-gateway/mcp-gateway/governor"
 	"github.com/mcp-gateway/mcp-gateway/guards"
+	"github.com/mcp-gateway/mcp-gateway/internal/printable"
 )
 
 // Principal is who the agent's calls are made as, in policies and audit records.
@@ -100,6 +102,11 @@ type Options struct {
 	// block or escalate ends the run with ExitGuardBlocked, redact shows it redacted. Off, the
 	// reasoning is shown in the transcript as the model gave it and no guard sees it.
 	GuardReasoning bool
+	// HoldStream is the llm section's hold_stream: a streamed answer's chunks are held, in the
+	// model until the answer has finished and in the loop until the step shows the answer as the
+	// model wrote it, as with output guards (output.go). Off, without output guards, they are
+	// shown live.
+	HoldStream bool
 	// Experience maps a tool's public or upstream name to notes appended to its description.
 	Experience map[string]string
 }
@@ -118,7 +125,8 @@ type Runner struct {
 	// empty sets pass everything. A streamed answer's chunks are held until the output guards
 	// have seen the answer (output.go).
 	InputGuards, OutputGuards *guards.Set
-	// Out receives the transcript for a person as the run goes; nil discards it.
+	// Out receives the transcript for a person as the run goes, control characters but newline
+	// and tab shown as escapes (\x1b); nil discards it.
 	Out io.Writer
 	// Transcript receives the transcript as JSONL, one Event a line; nil discards it.
 	Transcript io.Writer
@@ -212,6 +220,10 @@ type run struct {
 	curStep  int   // the step in progress
 	requests int   // model requests made for the run, for invocation ids
 	err      error // the first transcript write that failed
+	// holding says that the judge lines printed now (judged) are held in held until what they
+	// judged is printed: the task, or the step whose output they screened (releaseJudgeLines).
+	holding bool
+	held    []string
 	// span is the run's span, nil when the run is not traced; chatName and chatAttrs are the
 	// name and fixed attributes of its model request spans.
 	span      trace.Span
@@ -227,6 +239,7 @@ func (r *Runner) Run(ctx context.Context, task string) (*Report, error) {
 	maxSteps := max(r.Options.MaxSteps, 1)
 	ctx = rn.startRun(ctx, maxSteps)
 	defer rn.endRun()
+	rn.holdJudgeLines()                     // until the task's line
 	ctx = guards.WithJudge(ctx, rn.judge()) // judge (issue 21): llm.judge guards ask the run's model
 	gr, screened := r.InputGuards.CheckText(ctx, "", "", task)
 	if why := rn.overBudget(); why != "" {
@@ -237,6 +250,7 @@ func (r *Runner) Run(ctx context.Context, task string) (*Report, error) {
 	if blocked(gr) {
 		rn.emit(Event{Type: "task", Reason: gr.Reason})
 		rn.printf("task: withheld by the input guards\n")
+		rn.releaseJudgeLines()
 		return rn.end(ExitGuardBlocked, fmt.Sprintf("the task was not sent to the model: an input guard %s it (%s)", verb(gr.Action), gr.Reason), nil)
 	}
 	if why := rn.overBudget(); why != "" { // judge (issue 21): an input judge's request counts against the budgets
@@ -253,6 +267,7 @@ func (r *Runner) Run(ctx context.Context, task string) (*Report, error) {
 	}
 	rn.emit(Event{Type: "task", Text: task, Reason: gr.Reason})
 	rn.printf("task: %s\n", task)
+	rn.releaseJudgeLines()
 	rn.chatSpan()
 	for {
 		if rn.report.Steps >= maxSteps {
@@ -319,7 +334,8 @@ func (rn *run) callTool(ctx context.Context, step, i int, tc model.ToolCall, evi
 		// child.
 		out = rn.Caller.Call(ctx, &governor.Call{
 			Name: tc.Name, Args: tc.Arguments, Principal: Principal, Session: rn.RunID, Start: start, Transport: transport,
-			Model: &governor.ModelEvidence{RequestID: evidence.RequestID, Model: evidence.Model, InvocationID: evidence.InvocationID},
+			Model: &governor.ModelEvidence{RequestID: evidence.RequestID, Model: evidence.Model, InvocationID: evidence.InvocationID,
+				Warnings: slices.Clone(evidence.Warnings)},
 		})
 	}
 	took := time.Since(start)
@@ -341,6 +357,7 @@ func (rn *run) callTool(ctx context.Context, step, i int, tc model.ToolCall, evi
 // end records how the run ended and returns its report.
 func (rn *run) end(exit Exit, reason string, err error) (*Report, error) {
 	rn.report.Exit, rn.report.Reason = exit, reason
+	rn.releaseJudgeLines()
 	total := rn.total()
 	rn.emit(Event{Type: "end", Step: rn.report.Steps, Text: rn.report.Answer, Reason: reason, Exit: &exit, Outcome: exit.String(), Usage: &total})
 	switch {
@@ -428,14 +445,50 @@ func (rn *run) emit(ev Event) {
 	}
 }
 
-// printf writes to Out; it is safe for concurrent use.
+// printf writes to Out, the printout for a person; it is safe for concurrent use. What it
+// prints is mostly the model's and the tools' text, so every control character but newline and
+// tab is shown as an escape (printable.Lines): an answer cannot recolour, clear or retitle the
+// operator's terminal, or overwrite a line it printed. The transcript keeps the text exactly.
 func (rn *run) printf(format string, args ...any) {
 	if rn.Out == nil {
 		return
 	}
+	line := printable.Lines(fmt.Sprintf(format, args...))
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
-	fmt.Fprintf(rn.Out, format, args...)
+	_, _ = io.WriteString(rn.Out, line)
+}
+
+// holdJudgeLines holds the judge lines printed from now on until releaseJudgeLines, so that
+// they follow the line of what they judged: a judge screens the task before it is printed, and a
+// step's output before the step's lines.
+func (rn *run) holdJudgeLines() {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	rn.holding = true
+}
+
+// printJudgeLine prints a judge's line, or holds it (holdJudgeLines).
+func (rn *run) printJudgeLine(line string) {
+	rn.mu.Lock()
+	if rn.holding {
+		rn.held = append(rn.held, line)
+		rn.mu.Unlock()
+		return
+	}
+	rn.mu.Unlock()
+	rn.printf("%s\n", line)
+}
+
+// releaseJudgeLines prints the held judge lines, in order, and prints judge lines at once again.
+func (rn *run) releaseJudgeLines() {
+	rn.mu.Lock()
+	held := rn.held
+	rn.holding, rn.held = false, nil
+	rn.mu.Unlock()
+	for _, line := range held {
+		rn.printf("%s\n", line)
+	}
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -113,7 +113,8 @@ func TestStepEventsShowCostReasoningAndEvidence(t *testing.T) {
 		t.Errorf("step 1 warnings %v", got)
 	}
 	if len(caller.calls) != 1 || caller.calls[0].Model == nil ||
-		*caller.calls[0].Model != (governor.ModelEvidence{RequestID: "req_a", Model: "gpt-4o-mini-2024-07-18", InvocationID: "run-1-step1-req1"}) {
+		!reflect.DeepEqual(*caller.calls[0].Model, governor.ModelEvidence{RequestID: "req_a", Model: "gpt-4o-mini-2024-07-18", InvocationID: "run-1-step1-req1",
+			Warnings: []string{"temperature ignored by this model"}}) {
 		t.Errorf("the call's model evidence %+v", caller.calls[0].Model)
 	}
 	out := r.Out.(*bytes.Buffer).String()

@@ -11,13 +11,14 @@ import (
 // chunkSink receives the text a step's model request streams (model.WithChunks): each chunk is
 // a {"type":"chunk"} transcript event and is printed to Out.
 //
-// Without output guards the chunks go out as they arrive: live, like the stream. With output
-// guards they are held until the step's answer is known and screened, and go out only when its
-// text is shown as the model wrote it: a final answer the guards passed untouched, or the text of
-// a step that calls tools (which the output guards do not screen). A declined answer's, a blocked
-// or redacted answer's, and an answer withheld by a budget are dropped. A model that declines
-// after streaming (the signal comes last) has its live chunks shown already; hold_stream keeps
-// them back in the model until the answer has finished.
+// Without output guards and without hold_stream the chunks go out as they arrive: live, like the
+// stream. With output guards or hold_stream (Options.HoldStream) they are held until the step's
+// answer is known and screened, and go out only when its text is shown as the model wrote it: a
+// final answer the guards passed untouched, or the text of a step that calls tools (which the
+// output guards do not screen). A declined answer's, a blocked or redacted answer's, and an answer
+// withheld by a budget are dropped. A model that declines after streaming (the signal comes last)
+// has its live chunks shown already; hold_stream keeps them back in the model until the answer
+// has finished, and then here until the step decides.
 type chunkSink struct {
 	rn   *run
 	step int
@@ -79,8 +80,9 @@ type stepView struct {
 	ev Event
 }
 
-// show writes the step event and prints the step with text and reasoning as shown; chunks says
-// whether the held chunks go out (the text is shown as the model streamed it).
+// show writes the step event and prints the step with text and reasoning as shown, then the
+// verdicts of the judges that screened it; chunks says whether the held chunks go out (the text
+// is shown as the model streamed it).
 func (v *stepView) show(text, reasoning string, chunks bool) {
 	if chunks {
 		v.sink.release()
@@ -101,6 +103,7 @@ func (v *stepView) show(text, reasoning string, chunks bool) {
 	if text != "" && !v.livePrinted {
 		v.rn.printf("  model: %s\n", text)
 	}
+	v.rn.releaseJudgeLines()
 }
 
 // redactedThinking stands for reasoning the provider encrypted, in the transcript and the

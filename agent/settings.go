@@ -191,6 +191,7 @@ func OptionsOf(cfg *config.Config) Options {
 		MaxTokensTotal:       l.MaxTokensTotal,
 		MaxCostUSD:           l.MaxCostUSD,
 		GuardReasoning:       l.GuardReasoning,
+		HoldStream:           l.HoldStream,
 		Experience:           cfg.Experience,
 	}
 }

@@ -1,14 +1,20 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/mcp-gateway/mcp-gateway/agent/model"
+	"github.com/mcp-gateway/mcp-gateway/config"
 )
 
 // toolCallAnswer is a Chat Completions answer asking for a tool call, so that a run that is not
@@ -98,5 +104,84 @@ func TestStreamedRefusalUnderHoldStream(t *testing.T) {
 		if !hold && !shown {
 			t.Errorf("without hold_stream: the streamed chunks were not shown live:\n%s", jsonl)
 		}
+	}
+}
+
+// streamOf is a Chat Completions stream answering text in chunks, then finish stop, then the
+// usage (stream_options include_usage), the way a provider sends it.
+func streamOf(chunks []string, input, output int) string {
+	var b strings.Builder
+	for i, c := range chunks {
+		delta := map[string]any{"content": c}
+		if i == 0 {
+			delta["role"] = "assistant"
+		}
+		line, _ := json.Marshal(map[string]any{"id": "chatcmpl-s", "model": "gpt-x", "choices": []any{map[string]any{"index": 0, "delta": delta}}})
+		fmt.Fprintf(&b, "data: %s\n\n", line)
+	}
+	b.WriteString(`data: {"id":"chatcmpl-s","model":"gpt-x","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n")
+	fmt.Fprintf(&b, `data: {"id":"chatcmpl-s","model":"gpt-x","choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d}}`+"\n\n", input, output)
+	b.WriteString("data: [DONE]\n\n")
+	return b.String()
+}
+
+// TestHoldStreamHoldsChunksUntilTheAnswerIsShown streams a final answer with hold_stream and no
+// output guards. Past max_tokens_total (the usage comes last), the answer is withheld: no chunk
+// event and nothing of its text on the printout. Within the budget, its chunks go out once,
+// before the step event, and the answer is printed once. The hold comes from the configuration
+// (OptionsOf), as mcp-gateway agent builds it.
+func TestHoldStreamHoldsChunksUntilTheAnswerIsShown(t *testing.T) {
+	t.Setenv("TEST_PROVIDER_KEY", "sk-test")
+	chunks := []string{"OVERBUDGET1 ", "OVERBUDGET2"}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, streamOf(chunks, 10, 5))
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		name   string
+		budget int
+		exit   Exit
+		shown  bool
+	}{
+		{"over budget", 10, ExitBudget, false},
+		{"within budget", 100, ExitAnswered, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &config.Config{LLM: config.LLM{Provider: "openai", Stream: true, HoldStream: true, MaxTokensTotal: tc.budget}}
+			opts := OptionsOf(cfg)
+			if !opts.HoldStream {
+				t.Fatalf("OptionsOf dropped hold_stream: %+v", opts)
+			}
+			m, err := model.New(model.Settings{Provider: "openai", BaseURL: srv.URL, APIKeyEnv: "TEST_PROVIDER_KEY", Stream: true, HoldStream: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, jsonl := newRunner(m, &fakeCaller{}, opts)
+			rep, err := r.Run(context.Background(), "say something")
+			if err != nil || rep.Exit != tc.exit {
+				t.Fatalf("report %+v, %v; want exit %s", rep, err, tc.exit)
+			}
+			evs := rawEvents(t, jsonl)
+			var got []string
+			for i, ev := range evs {
+				if ev["type"] == "chunk" {
+					got = append(got, ev["text"].(string))
+					if evs[i+1]["type"] != "chunk" && evs[i+1]["type"] != "step" {
+						t.Errorf("chunk event %v is not before its step's event", ev)
+					}
+				}
+			}
+			out := r.Out.(*bytes.Buffer).String()
+			if !tc.shown {
+				if got != nil || strings.Contains(out, "OVERBUDGET") {
+					t.Errorf("the withheld answer got out: chunk events %q, printout:\n%s", got, out)
+				}
+				return
+			}
+			if !reflect.DeepEqual(got, chunks) || strings.Count(out, "  model: OVERBUDGET1 OVERBUDGET2\n") != 1 || rep.Answer != "OVERBUDGET1 OVERBUDGET2" {
+				t.Errorf("chunk events %q, answer %q, printout:\n%s", got, rep.Answer, out)
+			}
+		})
 	}
 }

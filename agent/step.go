@@ -25,12 +25,13 @@ func (rn *run) step(ctx context.Context, call *model.Call, step int) (*Report, e
 		defer span.End()
 	}
 	rn.setStep(step)
-	sink := &chunkSink{rn: rn, step: step, live: rn.OutputGuards.Empty()}
+	sink := &chunkSink{rn: rn, step: step, live: rn.OutputGuards.Empty() && !rn.Options.HoldStream}
 	invocation := rn.invocationID()
 	start := time.Now()
 	res, err := rn.generate(model.WithInvocationID(model.WithChunks(ctx, sink.add), invocation), call)
 	took := time.Since(start)
 	livePrinted := sink.close()
+	rn.holdJudgeLines() // the guards' judges print after the step's lines (stepView.show)
 	rn.Metrics.request(res, err)
 	if err != nil {
 		if ctx.Err() != nil {

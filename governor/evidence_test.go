@@ -3,6 +3,7 @@ package governor
 import (
 	"context"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -34,7 +35,7 @@ func TestAuditRecordKeepsTheModelEvidence(t *testing.T) {
 		t.Fatalf("outcome %+v", out)
 	}
 	rec := g.lastRecord(t, store.RecordCall)
-	if rec.Model == nil || *rec.Model != *ev {
+	if rec.Model == nil || !reflect.DeepEqual(*rec.Model, *ev) {
 		t.Fatalf("record's model evidence %+v, want %+v", rec.Model, ev)
 	}
 	_ = g.st.AuditExport(store.AuditFilter{AfterSeq: rec.Seq - 1}, func(b []byte) error { raw = b; return io.EOF })

@@ -2,6 +2,8 @@ package store
 
 import (
 	"bytes"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -23,7 +25,7 @@ func TestModelEvidenceIsStoredInTheChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stored.Model == nil || *stored.Model != *ev {
+	if stored.Model == nil || !reflect.DeepEqual(*stored.Model, *ev) {
 		t.Fatalf("stored evidence %+v", stored.Model)
 	}
 	long := &ModelEvidence{RequestID: strings.Repeat("r", MaxTextBytes+10), Model: "m"}
@@ -65,5 +67,53 @@ func TestModelEvidenceIsStoredInTheChain(t *testing.T) {
 	s = openStore(t, dir, Options{ReadOnly: true})
 	if _, bad := s.AuditVerify(); bad == nil || bad.Seq != 2 {
 		t.Fatalf("AuditVerify after the request id was changed = %v; want a break at record 2", bad)
+	}
+}
+
+// The provider's warnings are kept in the record's model evidence, under "warnings", and bounded
+// like its ids: each cut to MaxTextBytes, and at most MaxEvidenceWarnings of them, the last one
+// counting those left out, without changing the caller's value.
+func TestModelEvidenceKeepsWarningsBounded(t *testing.T) {
+	s := openStore(t, t.TempDir(), Options{})
+	defer s.Close()
+	ev := &ModelEvidence{RequestID: "req_1", Warnings: []string{"temperature ignored by this model", "refused by claude-a, answered by fallback claude-b"}}
+	rec := callRecord("arm", "move", 1)
+	rec.Model = ev
+	stored, err := s.Audit().AppendSync(t.Context(), rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(stored.Model.Warnings, ev.Warnings) {
+		t.Fatalf("stored warnings %q, want %q", stored.Model.Warnings, ev.Warnings)
+	}
+
+	many := make([]string, MaxEvidenceWarnings+5)
+	for i := range many {
+		many[i] = fmt.Sprintf("warning %d", i)
+	}
+	many[0] = strings.Repeat("w", MaxTextBytes+10)
+	rec = callRecord("arm", "move", 2)
+	rec.Model = &ModelEvidence{RequestID: "req_2", Warnings: many}
+	stored, err = s.Audit().AppendSync(t.Context(), rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := stored.Model.Warnings
+	if len(got) != MaxEvidenceWarnings || got[len(got)-1] != "[truncated: 6 more warnings]" ||
+		got[1] != "warning 1" || len(got[0]) > MaxTextBytes+200 || !strings.Contains(got[0], "[truncated:") {
+		t.Errorf("stored %d warnings, the first %d bytes long, the last %q", len(got), len(got[0]), got[len(got)-1])
+	}
+	if len(many) != MaxEvidenceWarnings+5 || len(many[0]) != MaxTextBytes+10 {
+		t.Errorf("sealing changed the caller's warnings")
+	}
+	var lines [][]byte
+	if err := s.AuditExport(AuditFilter{}, func(raw []byte) error { lines = append(lines, bytes.Clone(raw)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want := `"warnings":["temperature ignored by this model","refused by claude-a, answered by fallback claude-b"]`; !strings.Contains(string(lines[0]), want) {
+		t.Errorf("record exported as %s; want it to hold %s", lines[0], want)
+	}
+	if checked, bad := s.AuditVerify(); bad != nil || checked != 2 {
+		t.Fatalf("AuditVerify = %d, %v; want 2 records intact", checked, bad)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/mcp-gateway/mcp-gateway/console"
 	"github.com/mcp-gateway/mcp-gateway/gateway"
 	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
+	"github.com/mcp-gateway/mcp-gateway/internal/printable"
 	"github.com/mcp-gateway/mcp-gateway/telemetry"
 )
 
@@ -196,11 +197,13 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// ctx is cancelled on SIGINT and SIGTERM (see main): the model request in flight and any
 	// tool call in flight stop, and the run ends with agent.ExitError.
 	report, err := r.Run(p.FromHeader(ctx, envTraceContext(os.Getenv)), *task)
+	// The error may quote the provider (its error message): shown with its control characters
+	// escaped, like the run's printout.
 	switch {
 	case err != nil && ctx.Err() != nil:
-		fmt.Fprintf(stderr, "mcp-gateway agent: %s\n", report.Reason)
+		fmt.Fprintf(stderr, "mcp-gateway agent: %s\n", printable.Lines(report.Reason))
 	case err != nil:
-		fmt.Fprintf(stderr, "mcp-gateway agent: %v\n", err)
+		fmt.Fprintf(stderr, "mcp-gateway agent: %s\n", printable.Lines(err.Error()))
 	}
 	if report.Exit == agent.ExitAnswered {
 		return nil

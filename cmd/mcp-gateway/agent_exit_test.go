@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -88,7 +89,9 @@ func runAgentCommand(t *testing.T, llm string) agentRun {
 		t.Fatal(err)
 	}
 	transcript := filepath.Join(dir, "transcript.jsonl")
-	var stdout, stderr bytes.Buffer
+	// stderr is written by the command and by its logger's goroutines at once.
+	var stdout bytes.Buffer
+	var stderr syncBuffer
 	code := run(context.Background(), []string{"agent", "-c", cfg, "--task", "go to the table", "--transcript", transcript}, &stdout, &stderr)
 	r := agentRun{code: code, stdout: stdout.String(), stderr: stderr.String(), stateDir: stateDir}
 	f, err := os.Open(transcript)
@@ -185,7 +188,7 @@ func TestAgentAuditRecordsCarryModelEvidence(t *testing.T) {
 	if len(calls) != 1 || calls[0].Principal != "agent" || calls[0].Tool != "robot__navigate_to" || calls[0].Session != runID {
 		t.Fatalf("call records %+v", calls)
 	}
-	if calls[0].Model == nil || *calls[0].Model != want {
+	if calls[0].Model == nil || !reflect.DeepEqual(*calls[0].Model, want) {
 		t.Errorf("the call record's model evidence %+v, want %+v", calls[0].Model, want)
 	}
 	if _, bad := st.AuditVerify(); bad != nil {

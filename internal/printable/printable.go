@@ -17,7 +17,19 @@ import (
 // \U000e0049), so that it shows as one line and as what it is: a right-to-left override cannot
 // reverse the text after it, and instructions in tag characters do not hide.
 func Text(s string) string {
-	if Clean(s) {
+	return escaped(s, false)
+}
+
+// Lines is Text keeping newlines and tabs as they are, for text shown over several lines (a
+// model's answer on the agent's printout): an escape sequence cannot recolour, move the cursor or
+// retitle the terminal, and a carriage return cannot overwrite the line it ends (\r), but the
+// text's own lines stay lines.
+func Lines(s string) string {
+	return escaped(s, true)
+}
+
+func escaped(s string, keepLines bool) string {
+	if clean(s, keepLines) {
 		return s
 	}
 	s = strings.ToValidUTF8(s, "\uFFFD")
@@ -25,6 +37,8 @@ func Text(s string) string {
 	b.Grow(len(s) + 8)
 	for _, r := range s {
 		switch {
+		case keepLines && (r == '\n' || r == '\t'):
+			b.WriteRune(r)
 		case r == '\n':
 			b.WriteString(`\n`)
 		case r == '\r':
@@ -44,9 +58,16 @@ func Text(s string) string {
 
 // Clean reports whether s is valid UTF-8 without control characters, so Text leaves it as it is.
 func Clean(s string) bool {
+	return clean(s, false)
+}
+
+func clean(s string, keepLines bool) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c == 0x7f || c >= 0x80 {
 			if c < 0x80 {
+				if keepLines && (c == '\n' || c == '\t') {
+					continue
+				}
 				return false
 			}
 			r, size := utf8.DecodeRuneInString(s[i:])

@@ -34,3 +34,18 @@ func TestInvisibleCharactersAreShown(t *testing.T) {
 		}
 	}
 }
+
+func TestLinesKeepsLinesAndEscapesTheRest(t *testing.T) {
+	for in, want := range map[string]string{
+		"two\nlines\tand a tab":                  "two\nlines\tand a tab",
+		"esc \x1b[31mRED\x1b[0m\n":               `esc \x1b[31mRED\x1b[0m` + "\n",
+		"title \x1b]0;owned\x07 bell":            `title \x1b]0;owned\x07 bell`,
+		"over\rwrite":                            `over\rwrite`,
+		"c1\u009b2J nel\u0085 rlo\u202e bad\xff": `c1\u009b2J nel\u0085 rlo\u202e bad` + "\uFFFD",
+		"grüße, 机器人":                             "grüße, 机器人",
+	} {
+		if got := Lines(in); got != want {
+			t.Errorf("Lines(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
