@@ -151,6 +151,7 @@ type Store struct {
 	pruner *pruner // nil without retention
 	// digestKey keys the digests of original arguments (digest.go).
 	digestKey []byte
+	digests   sync.Pool // of HMACs under digestKey
 
 	commitTimeout time.Duration
 	health        health
