@@ -19,8 +19,11 @@ LDFLAGS    := -X github.com/mcp-gateway/mcp-gateway/gateway.Version=$(VERSION) \
 
 all: build
 
+# The gateway is built without cgo unless CGO_ENABLED says otherwise: a static binary that maps
+# no C library and starts smaller (idle RSS 1.0–1.4 MB lower, docs/benchmarks.md); it uses
+# Go's own DNS resolver and user lookup.
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/mcp-gateway ./cmd/mcp-gateway
+	CGO_ENABLED=$(or $(CGO_ENABLED),0) $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/mcp-gateway ./cmd/mcp-gateway
 	$(GO) build -o $(BIN)/sim-robot ./cmd/sim-robot
 
 ## run: the gateway over HTTP on 127.0.0.1:8080 in front of the simulated robot.

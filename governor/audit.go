@@ -2,7 +2,6 @@ package governor
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -81,9 +80,8 @@ func Audit(st AuditStore, redact *Redactor, logger *slog.Logger) Step {
 				}
 				rec.Detail["labels"] = c.Labels
 			}
-			if !json.Valid(rec.Args) {
-				rec.Args = nil
-			}
+			// Arguments that are not valid JSON (which the guards could not read either) are
+			// left out of the record by the store, which checks and compacts them once.
 			_, span := telemetry.Child(ctx, spanAudit)
 			if err := st.Available(); err != nil {
 				// The disk is what is failing: answer now, and queue the record of that answer

@@ -64,6 +64,31 @@ func TestAuditRecordsEveryCall(t *testing.T) {
 	}
 }
 
+// TestAuditRecordKeepsArgumentsCompactAndDropsInvalidOnes: the record holds the arguments in
+// compact form, and none of arguments that are not valid JSON (which the guards cannot read
+// either), whatever their size.
+func TestAuditRecordKeepsArgumentsCompactAndDropsInvalidOnes(t *testing.T) {
+	st := openStore(t)
+	srv := &fakeServer{do: func(context.Context, string, json.RawMessage) (*mcp.CallToolResult, error) { return ok("done") }}
+	tools := catalog{"arm__pick": {Public: "arm__pick", Server: "arm", Upstream: "pick", ServerConfig: &config.Server{Name: "arm", CallTimeoutSec: 1}, Dispatcher: srv}}
+	h := Chain(Dispatch(), Audit(st, NewRedactor(config.DefaultRedactKeys), quiet), Resolve(tools), CheckResult())
+	for id, args := range map[string]string{"pretty": "{ \"x\" : [1, 2],\n \"h\": \"<&>\" }", "cut": `{"x": `, "garbage": `{} {}`} {
+		h.Handle(context.Background(), &Call{ID: id, Name: "arm__pick", Args: json.RawMessage(args), Start: time.Now()})
+	}
+	want := map[string]string{"pretty": `{"x":[1,2],"h":"\u003c\u0026\u003e"}`, "cut": "", "garbage": ""}
+	n := 0
+	st.AuditScan(store.AuditFilter{}, func(r store.Record) bool {
+		n++
+		if string(r.Args) != want[r.CallID] || len(r.ArgsDigest) != 64 {
+			t.Errorf("record of %s: args %s, digest %q; want args %s", r.CallID, r.Args, r.ArgsDigest, want[r.CallID])
+		}
+		return true
+	})
+	if n != 3 {
+		t.Fatalf("%d records, want 3", n)
+	}
+}
+
 func TestValidateListsEveryProblem(t *testing.T) {
 	schema, err := argschema.Compile("arm__move", map[string]any{
 		"type":                 "object",

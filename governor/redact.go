@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/guards"
@@ -91,13 +92,24 @@ func (r *Redactor) mayMatch(args json.RawMessage) bool {
 	if bytes.Contains(args, []byte(`\u`)) {
 		return true
 	}
-	lower := bytes.ToLower(args)
+	lower := lowerASCII(args)
 	for _, k := range r.keys {
 		if bytes.Contains(lower, k) {
 			return true
 		}
 	}
 	return false
+}
+
+// lowerASCII is bytes.ToLower(b) without a copy when b is ASCII with no upper-case letter,
+// as most arguments are.
+func lowerASCII(b []byte) []byte {
+	for _, c := range b {
+		if c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
+			return bytes.ToLower(b)
+		}
+	}
+	return b
 }
 
 func (r *Redactor) walk(v any) any {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +59,7 @@ type Record struct {
 	Model *ModelEvidence `json:"model,omitempty"`
 	// Args are the call's arguments after redaction; ArgsDigest is the hex SHA-256 of the
 	// original arguments. Both are computed by the caller: the store never sees raw arguments.
+	// Args are stored compact; arguments that are not valid JSON are left out.
 	Args       json.RawMessage `json:"args,omitempty"`
 	ArgsDigest string          `json:"args_digest,omitempty"`
 	Decision   string          `json:"decision,omitempty"`
@@ -100,19 +102,23 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// AuditLog appends records to the hash-chained audit log through one group-committing writer.
+// AuditLog appends records to the hash-chained audit log, one group commit at a time.
 type AuditLog interface {
 	// Append queues r and returns without waiting for disk or for room in the queue. It
 	// returns false when r was not queued (the queue is full because the disk is not taking
 	// writes, or the log is closed); the caller must then say so. A zero r.Time becomes the
 	// time it was queued (not when it is committed, which after a disk failure may be much
-	// later). The writer assigns Seq, Prev and Hash, and reads r.Args and r.Detail later: the
-	// caller must not change them after handing them over.
+	// later). The committer assigns Seq, Prev and Hash. r is encoded before Append returns,
+	// but r.Args are kept as they are when already compact: the caller must not change their
+	// bytes after handing them over.
 	Append(r Record) bool
-	// AppendSync queues r and waits until the transaction holding it is committed, returning
-	// the record as stored. The wait is bounded by ctx and by the store's commit timeout,
-	// whichever ends first; a record that was queued is still written later, and the error
-	// wraps ErrUnavailable or is ctx's.
+	// AppendSync queues r and waits until the batch holding it is durable, returning the
+	// record as stored; when nobody is committing, the caller commits the batch itself. The
+	// wait is bounded by ctx and by the store's commit timeout, whichever ends first; a record
+	// that was queued is still written later, and the error wraps ErrUnavailable or is ctx's.
+	// (A caller that commits waits for its own write and sync, which no timer can cut short:
+	// on a disk that hangs, that one caller waits for the disk; the store turns unavailable
+	// after 2 s, and while it is, callers leave the commits to the writer goroutine.)
 	AppendSync(ctx context.Context, r Record) (Record, error)
 	// Flush waits until every record appended before it is committed, bounded like AppendSync.
 	Flush(ctx context.Context) error
@@ -124,8 +130,8 @@ var _ AuditLog = (*auditLog)(nil)
 func (s *Store) Audit() AuditLog { return s.audit }
 
 const (
-	// auditQueue is the capacity of the writer's queue: a few full batches, so producers rarely
-	// block while a commit is being synced.
+	// auditQueue is the capacity of the queue: a few full batches, so producers rarely block
+	// while a commit is being synced.
 	auditQueue = 4096
 	// auditMaxBatch caps the records in one transaction, keeping each commit short.
 	auditMaxBatch = 512
@@ -140,19 +146,22 @@ const (
 // when everything queued before it is committed. done is nil for a plain Append.
 type auditItem struct {
 	rec   Record
+	enc   encoded // rec's encoding but for its place on the chain; none for a flush
 	flush bool
 	done  chan auditResult
 	size  int64 // what the record holds in memory, roughly; counted in auditLog.queued
 }
 
 // recordSize is roughly what a queued record holds in memory.
-func recordSize(r *Record) int64 {
-	return int64(len(r.Args) + len(r.Reason) + len(r.Principal) + len(r.Session) + len(r.Tool) + len(r.CallID) + 512)
+func recordSize(r *Record, enc *encoded) int64 {
+	return int64(len(r.Args) + len(enc.head) + len(enc.rest) + 512)
 }
 
+// auditResult is what a waiter learns: where its record went on the chain, or why not.
 type auditResult struct {
-	rec Record
-	err error
+	seq        uint64
+	prev, hash string
+	err        error
 }
 
 // chainTail is the last committed record: where the next record's Seq and Prev come from.
@@ -161,18 +170,36 @@ type chainTail struct {
 	hash string
 }
 
-// auditLog owns the writer goroutine. mu guards closed so that no send races the queue's close.
-type auditLog struct {
-	s     *Store
-	wait  time.Duration
-	queue chan auditItem
+// Who commits the queue's records: one committer at a time, the leader, takes records from the
+// front of the queue, so they reach the chain in the order they were queued.
+const (
+	leadNone   = iota
+	leadCaller // a caller of AppendSync or Flush, with the batch it took
+	leadWriter // the writer goroutine
+)
 
-	mu     sync.RWMutex
+// auditLog is the queue of records and the writer goroutine. A caller that waits for its
+// record and finds nobody committing commits the queue itself (lead), without a hand-off to
+// another goroutine; the writer goroutine commits what callers do not wait for (Append), what
+// is queued while a caller commits, and batches the disk refused.
+type auditLog struct {
+	s    *Store
+	wait time.Duration
+
+	// qmu guards the queue, who commits from it and closed.
+	qmu    sync.Mutex
+	q      []auditItem
+	spare  []auditItem // an empty queue buffer to swap in when a batch takes the whole queue
+	leader int
 	closed bool
+	// room is closed when the queue has room again; nil while nobody waits for it.
+	room chan struct{}
+	// wake tells the writer goroutine to look at the queue: records wait and nobody commits,
+	// a caller handed the queue over, or the log is closing.
+	wake chan struct{}
 
 	quit chan struct{} // closed by close: stop retrying a failing commit
 	done chan struct{} // closed by the writer when it exits
-	tail chainTail     // owned by the writer goroutine
 	lost error         // records given up at close; read after done
 
 	// retrying is set while a batch the disk refused waits to be written again.
@@ -181,8 +208,9 @@ type auditLog struct {
 	// records beyond auditQueueBytes, so a failing disk holds a bounded amount.
 	queued atomic.Int64
 
-	// wal is the write-ahead file (nil when read-only); pos, where the next frame goes, and
-	// frames, the buffer they are encoded in, are the writer's.
+	// The leader's: tail, the chain's last record; wal, the write-ahead file (nil when
+	// read-only); pos, where the next frame goes; frames, the buffer they are encoded in.
+	tail   chainTail
 	wal    *walFile
 	pos    int64
 	frames []byte
@@ -191,7 +219,7 @@ type auditLog struct {
 	// cut from the front, never changed in place, so a reader may keep the slice it got.
 	walMu   sync.Mutex
 	pending []walEntry
-	// moveMu orders the moves into state.db (the mover's, the writer's when the file is full,
+	// moveMu orders the moves into state.db (the mover's, the leader's when the file is full,
 	// the last one at close).
 	moveMu    sync.Mutex
 	movePoke  chan struct{} // many records wait: move them now
@@ -209,7 +237,7 @@ func newAuditLog(s *Store, tail chainTail, wait time.Duration, wal *walFile, pen
 	a := &auditLog{
 		s:         s,
 		wait:      wait,
-		queue:     make(chan auditItem, auditQueue),
+		wake:      make(chan struct{}, 1),
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
 		tail:      tail,
@@ -234,39 +262,73 @@ func newAuditLog(s *Store, tail chainTail, wait time.Duration, wal *walFile, pen
 	return a
 }
 
-// Append implements [AuditLog].
-func (a *auditLog) Append(r Record) bool {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	if a.closed {
-		a.s.log.Error("audit record appended to a closed or read-only state store; it is not written",
-			"type", r.Type, "server", r.Server, "tool", r.Tool, "call_id", r.CallID, "action", r.Action)
-		return false
-	}
+// item prepares r for the queue, in the caller's goroutine: its time, its bounds, its
+// encoding.
+func (a *auditLog) item(r Record) (auditItem, error) {
 	if r.Time.IsZero() {
 		r.Time = a.s.now().UTC()
 	}
-	it := auditItem{rec: r, size: recordSize(&r)}
-	if a.queued.Load()+it.size > auditQueueBytes {
-		a.s.log.Error("audit record not queued: the records waiting for the disk already hold their memory bound",
-			"type", r.Type, "server", r.Server, "tool", r.Tool, "call_id", r.CallID, "action", r.Action)
-		return false
+	enc, err := a.encode(&r)
+	if err != nil {
+		return auditItem{}, err
 	}
+	return auditItem{rec: r, enc: enc, size: recordSize(&r, &enc)}, nil
+}
+
+// poke wakes the writer goroutine unless a wake is already pending.
+func (a *auditLog) poke() {
 	select {
-	case a.queue <- it:
-		a.queued.Add(it.size)
-		return true
+	case a.wake <- struct{}{}:
 	default:
-		a.s.log.Error("audit record not queued: the queue is full because the state file is not taking writes",
-			"type", r.Type, "server", r.Server, "tool", r.Tool, "call_id", r.CallID, "action", r.Action)
+	}
+}
+
+// Append implements [AuditLog].
+func (a *auditLog) Append(r Record) bool {
+	it, err := a.item(r)
+	if err != nil {
+		a.s.log.Error("audit record not queued: it cannot be encoded",
+			"type", r.Type, "server", r.Server, "tool", r.Tool, "call_id", r.CallID, "action", r.Action, "err", err)
 		return false
 	}
+	a.qmu.Lock()
+	var refused string
+	switch {
+	case a.closed:
+		refused = "audit record appended to a closed or read-only state store; it is not written"
+	case a.queued.Load()+it.size > auditQueueBytes:
+		refused = "audit record not queued: the records waiting for the disk already hold their memory bound"
+	case len(a.q) >= auditQueue:
+		refused = "audit record not queued: the queue is full because the state file is not taking writes"
+	default:
+		a.q = append(a.q, it)
+		a.queued.Add(it.size)
+		if a.leader == leadNone {
+			a.poke()
+		}
+	}
+	a.qmu.Unlock()
+	if refused != "" {
+		a.s.log.Error(refused, "type", r.Type, "server", r.Server, "tool", r.Tool, "call_id", r.CallID, "action", r.Action)
+		return false
+	}
+	return true
 }
 
 // AppendSync implements [AuditLog].
 func (a *auditLog) AppendSync(ctx context.Context, r Record) (Record, error) {
-	res, err := a.enqueueWait(ctx, auditItem{rec: r, done: make(chan auditResult, 1)})
-	return res.rec, err
+	it, err := a.item(r)
+	if err != nil {
+		return Record{}, err
+	}
+	it.done = make(chan auditResult, 1)
+	res, err := a.enqueueWait(ctx, it)
+	if err != nil {
+		return Record{}, err
+	}
+	rec := it.rec
+	rec.Seq, rec.Prev, rec.Hash = res.seq, res.prev, res.hash
+	return rec, nil
 }
 
 // bounded is ctx limited to the store's commit timeout.
@@ -295,31 +357,65 @@ func (a *auditLog) Flush(ctx context.Context) error {
 	return err
 }
 
+// enqueueWait queues it and waits for its result. When nobody commits and the store takes
+// writes, the caller commits the queue itself, its own record with it.
 func (a *auditLog) enqueueWait(ctx context.Context, it auditItem) (auditResult, error) {
-	ctx, cancel := a.bounded(ctx)
-	defer cancel()
-	if !it.flush {
-		if it.rec.Time.IsZero() {
-			it.rec.Time = a.s.now().UTC()
+	// The bound is made only for a wait: a caller that commits its own record has its result
+	// when it is done.
+	var cancel context.CancelFunc = func() {}
+	bounded := false
+	bound := func() {
+		if !bounded {
+			ctx, cancel = a.bounded(ctx)
+			bounded = true
 		}
-		it.size = recordSize(&it.rec)
 	}
-	a.mu.RLock()
-	if a.closed {
-		a.mu.RUnlock()
-		if a.s.readOnly {
-			return auditResult{}, ErrReadOnly
+	defer func() { cancel() }()
+	for {
+		a.qmu.Lock()
+		if a.closed {
+			a.qmu.Unlock()
+			if a.s.readOnly {
+				return auditResult{}, ErrReadOnly
+			}
+			return auditResult{}, ErrClosed
 		}
-		return auditResult{}, ErrClosed
+		if len(a.q) < auditQueue {
+			break
+		}
+		if a.room == nil {
+			a.room = make(chan struct{})
+		}
+		room := a.room
+		a.qmu.Unlock()
+		bound()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return auditResult{}, a.waitError(ctx)
+		}
+	}
+	a.q = append(a.q, it)
+	a.queued.Add(it.size)
+	switch {
+	case a.leader == leadNone && a.s.health.fault.Load() == nil:
+		a.leader = leadCaller
+		batch := a.take()
+		a.qmu.Unlock()
+		a.lead(batch)
+	case a.leader == leadNone:
+		// The disk is failing: the writer goroutine commits, so that this wait stays bounded.
+		a.poke()
+		a.qmu.Unlock()
+	default:
+		a.qmu.Unlock()
 	}
 	select {
-	case a.queue <- it:
-		a.queued.Add(it.size)
-		a.mu.RUnlock()
-	case <-ctx.Done():
-		a.mu.RUnlock()
-		return auditResult{}, a.waitError(ctx)
+	case res := <-it.done:
+		return res, res.err
+	default:
 	}
+	bound()
 	select {
 	case res := <-it.done:
 		return res, res.err
@@ -328,121 +424,176 @@ func (a *auditLog) enqueueWait(ctx context.Context, it auditItem) (auditResult, 
 	}
 }
 
+// take removes the next batch from the front of the queue. Called with qmu held.
+func (a *auditLog) take() []auditItem {
+	if room := a.room; room != nil {
+		close(room)
+		a.room = nil
+	}
+	if len(a.q) <= auditMaxBatch {
+		batch := a.q
+		a.q, a.spare = a.spare[:0], nil
+		return batch
+	}
+	batch := a.q[:auditMaxBatch:auditMaxBatch]
+	a.q = a.q[auditMaxBatch:]
+	return batch
+}
+
+// recycle keeps a committed batch's buffer for the queue to reuse.
+func (a *auditLog) recycle(batch []auditItem) {
+	if cap(batch) > 4*auditMaxBatch {
+		return
+	}
+	clear(batch)
+	a.qmu.Lock()
+	if a.spare == nil {
+		a.spare = batch[:0]
+	}
+	a.qmu.Unlock()
+}
+
+// lead commits a batch a caller took from the queue, in one attempt, and hands the queue on:
+// to nobody when it is empty, else to the writer goroutine, which also retries the batch when
+// the attempt failed (the batch goes back to the front of the queue; its waiters keep
+// waiting, each bounded by its own timeout).
+func (a *auditLog) lead(batch []auditItem) {
+	err := a.attempt(batch)
+	if err != nil && !a.retrying.Swap(true) {
+		a.logRefused(len(batch), err)
+	}
+	a.qmu.Lock()
+	if err != nil {
+		a.q = append(batch, a.q...)
+	}
+	if len(a.q) > 0 || a.closed {
+		a.leader = leadWriter
+		a.poke()
+	} else {
+		a.leader = leadNone
+	}
+	a.qmu.Unlock()
+	if err == nil {
+		a.recycle(batch)
+	}
+}
+
+func (a *auditLog) logRefused(records int, err error) {
+	a.s.log.Error("audit log write failed; calls are refused and the records kept in memory until it succeeds", "file", a.s.path, "records", records, "err", err)
+}
+
 // close stops accepting records, lets the writer commit everything queued, and waits for it.
 func (a *auditLog) close() error {
-	a.mu.Lock()
+	a.qmu.Lock()
 	if a.closed {
-		a.mu.Unlock()
+		a.qmu.Unlock()
 		<-a.done
 		return nil
 	}
 	a.closed = true
 	close(a.quit)
-	close(a.queue)
-	a.mu.Unlock()
+	if a.room != nil {
+		close(a.room)
+		a.room = nil
+	}
+	a.poke()
+	a.qmu.Unlock()
 	<-a.done
 	close(a.moverQuit)
 	<-a.moverDone
 	return errors.Join(a.lost, a.closeWAL())
 }
 
-// run is the writer goroutine: it takes the first queued item, gathers more into a batch, and
-// commits the batch in one transaction, until the queue is closed and empty.
+// run is the writer goroutine: woken, it commits what is queued for as long as no caller
+// does, and exits once the log is closed and everything queued is written.
 func (a *auditLog) run() {
 	defer close(a.done)
-	batch := make([]auditItem, 0, auditMaxBatch)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	for {
-		first, ok := <-a.queue
-		if !ok {
+	for range a.wake {
+		if a.serve(timer) {
 			return
 		}
-		batch = a.gather(append(batch[:0], first), timer)
-		a.commit(batch)
 	}
 }
 
-// gather adds whatever is queued to batch. If nobody waits on the batch and it is not full, it
-// waits up to a.wait for more, so that a stream of Appends shares one fsync. A waiter (AppendSync
-// or Flush) ends the wait at once: its latency matters, and group commit still happens because
-// the queue fills while the previous batch is being synced.
-func (a *auditLog) gather(batch []auditItem, timer *time.Timer) []auditItem {
-	waited := batch[0].done != nil
-	timing := false
-	defer timer.Stop()
-	for len(batch) < auditMaxBatch {
-		var it auditItem
-		var ok bool
-		select {
-		case it, ok = <-a.queue:
-		default:
-			if waited || a.wait <= 0 {
-				return batch
-			}
-			if !timing {
-				timer.Reset(a.wait)
-				timing = true
-			}
+// serve commits batches from the queue until it is empty or a caller leads; true when the
+// log is closed and nothing is left. If nobody waits on what is queued and it is not a full
+// batch, it first waits up to a.wait for more, so that a stream of Appends shares one sync;
+// meanwhile it does not lead, so a caller that waits commits everything at once.
+func (a *auditLog) serve(timer *time.Timer) bool {
+	waited := false
+	for {
+		a.qmu.Lock()
+		if a.leader == leadCaller {
+			a.qmu.Unlock()
+			return false // it hands the queue over when it is done
+		}
+		if len(a.q) == 0 {
+			a.leader = leadNone
+			closed := a.closed
+			a.qmu.Unlock()
+			return closed
+		}
+		if !waited && a.wait > 0 && !a.closed && len(a.q) < auditMaxBatch && !anyWaiter(a.q) {
+			a.leader = leadNone
+			a.qmu.Unlock()
+			timer.Reset(a.wait)
 			select {
-			case it, ok = <-a.queue:
 			case <-timer.C:
-				return batch
+			case <-a.quit:
+				timer.Stop()
 			}
+			waited = true
+			continue
 		}
-		if !ok {
-			return batch
+		a.leader = leadWriter
+		batch := a.take()
+		a.qmu.Unlock()
+		if a.commit(batch) {
+			a.recycle(batch)
 		}
-		batch = append(batch, it)
-		waited = waited || it.done != nil
+		waited = false
 	}
-	return batch
+}
+
+// anyWaiter reports whether a caller waits on one of the items.
+func anyWaiter(items []auditItem) bool {
+	for i := range items {
+		if items[i].done != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // commit writes a batch, retrying with backoff while the disk refuses it: records are not
 // dropped while the store is open. Once the store is closing, a failing batch is given up,
-// its waiters get the error, and Close reports how many records were lost.
-func (a *auditLog) commit(batch []auditItem) {
+// its waiters get the error, and Close reports how many records were lost. It reports whether
+// the batch's buffer may be reused.
+func (a *auditLog) commit(batch []auditItem) bool {
 	defer a.retrying.Store(false)
-	a.commitPart(batch)
-	var n int64
-	for _, it := range batch {
-		n += it.size
-	}
-	a.queued.Add(-n)
+	return a.commitPart(batch)
 }
 
 // commitPart commits batch, or, when the disk refuses it whole, its halves in order: a disk with
 // room for some records takes them, so a large batch never blocks the log for good. A single
 // record the disk refuses is retried with backoff.
-func (a *auditLog) commitPart(batch []auditItem) {
+func (a *auditLog) commitPart(batch []auditItem) bool {
 	backoff := 10 * time.Millisecond
 	for {
-		start := time.Now()
-		a.s.health.commitStart.Store(start.UnixNano())
-		entries, err := a.write(batch)
-		a.s.health.commitStart.Store(0)
-		a.s.noteWrite(err)
+		err := a.attempt(batch)
 		if err == nil {
-			if a.s.onCommit != nil && len(entries) > 0 {
-				a.s.onCommit(len(entries), time.Since(start))
-			}
-			for _, it := range batch {
-				if it.done != nil {
-					it.done <- auditResult{rec: it.rec}
-				}
-			}
-			a.durable(batch, entries)
-			return
+			return true
 		}
 		if !a.retrying.Swap(true) {
-			a.s.log.Error("audit log write failed; calls are refused and the records kept in memory until it succeeds", "file", a.s.path, "records", len(batch), "err", err)
+			a.logRefused(len(batch), err)
 		}
 		if len(batch) > 1 {
 			half := len(batch) / 2
 			a.commitPart(batch[:half])
 			a.commitPart(batch[half:])
-			return
+			return false
 		}
 		select {
 		case <-a.quit:
@@ -455,12 +606,45 @@ func (a *auditLog) commitPart(batch []auditItem) {
 					it.done <- auditResult{err: err}
 				}
 			}
+			a.queued.Add(-sizeOf(batch))
 			a.lost = errors.Join(a.lost, fmt.Errorf("audit log %s: %d records could not be written: %w", a.s.path, n, err))
-			return
+			return false
 		case <-time.After(backoff):
 			backoff = min(2*backoff, auditRetryMax)
 		}
 	}
+}
+
+func sizeOf(batch []auditItem) int64 {
+	var n int64
+	for i := range batch {
+		n += batch[i].size
+	}
+	return n
+}
+
+// attempt writes batch once. When it is durable, its waiters are released, its records handed
+// to Options.OnAuditDurable, and their memory no longer counted as queued.
+func (a *auditLog) attempt(batch []auditItem) error {
+	start := time.Now()
+	a.s.health.commitStart.Store(start.UnixNano())
+	entries, err := a.write(batch)
+	a.s.health.commitStart.Store(0)
+	a.s.noteWrite(err)
+	if err != nil {
+		return err
+	}
+	if a.s.onCommit != nil && len(entries) > 0 {
+		a.s.onCommit(len(entries), time.Since(start))
+	}
+	for i := range batch {
+		if it := &batch[i]; it.done != nil {
+			it.done <- auditResult{seq: it.rec.Seq, prev: it.rec.Prev, hash: it.rec.Hash}
+		}
+	}
+	a.durable(batch, entries)
+	a.queued.Add(-sizeOf(batch))
+	return nil
 }
 
 // durable passes each record of a batch just made durable to Options.OnAuditDurable, in order;
@@ -491,13 +675,8 @@ func (a *auditLog) write(batch []auditItem) ([]walEntry, error) {
 		if batch[i].flush {
 			continue
 		}
+		value := seal(&batch[i], tail)
 		r := &batch[i].rec
-		r.Seq = tail.seq + 1
-		r.Prev = tail.hash
-		value, err := a.seal(r)
-		if err != nil {
-			return nil, err
-		}
 		tail = chainTail{seq: r.Seq, hash: r.Hash}
 		entries = append(entries, walEntry{seq: r.Seq, value: value, ends: r.EndsCall})
 		need += int64(frameSize(&entries[len(entries)-1]))
@@ -646,7 +825,7 @@ func (a *auditLog) movePass() error {
 	return nil
 }
 
-// moveAll moves every record the file holds; the writer calls it, so none is added meanwhile.
+// moveAll moves every record the file holds; the leader calls it, so none is added meanwhile.
 func (a *auditLog) moveAll() error {
 	a.moveMu.Lock()
 	defer a.moveMu.Unlock()
@@ -733,34 +912,107 @@ func (s *Store) putAudit(entries []walEntry) error {
 	})
 }
 
-// seal fills r.Hash and returns the bytes to store. Arguments that are not valid JSON are kept
-// as a JSON string, a duration JSON cannot encode becomes 0, and a Detail that cannot be encoded
-// is replaced by the reason, so that a record is never lost to its own content.
-func (a *auditLog) seal(r *Record) ([]byte, error) {
+// encoded is a record's stored form but for its place on the chain: the bytes json.Marshal
+// writes for the record with Seq 0, Prev "" and Hash "" are `{"seq":0`, head, args, rest and
+// `,"hash":""}`. The caller's goroutine encodes it (encode); the leader only puts the record
+// on the chain (seal): its Seq in front, its Prev and Hash at the end.
+type encoded struct{ head, args, rest []byte }
+
+// argsMark stands for the arguments while the record is encoded: a one-byte value the
+// encoder's own compaction costs nothing on. `,"args":0` can occur nowhere before the
+// arguments field (the fields before it are strings, in which a quote is escaped, and the
+// time), so its first occurrence is that field.
+const (
+	argsMark  = `0`
+	argsField = `,"args":`
+	seqStart  = `{"seq":0`
+	hashEnd   = `,"hash":""}`
+	prevField = `,"prev":"`
+)
+
+// encode bounds r (its texts cut, its arguments compacted, see [CompactJSON]) and encodes it
+// but for its place on the chain. Arguments that are not valid JSON are left out (ArgsDigest
+// still identifies them), a duration JSON cannot encode becomes 0, and a Detail that cannot be
+// encoded is replaced by the reason, so that a record is never lost to its own content.
+func (a *auditLog) encode(r *Record) (encoded, error) {
 	boundRecord(r)
 	if math.IsNaN(r.DurationMS) || math.IsInf(r.DurationMS, 0) {
 		r.DurationMS = 0
 	}
 	if len(r.Args) > 0 {
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, r.Args); err == nil {
-			r.Args = buf.Bytes()
-		} else {
-			quoted, _ := json.Marshal(string(r.Args))
-			r.Args = quoted
-		}
+		r.Args, _ = CompactJSON(r.Args)
 	}
-	r.Hash = ""
+	r.Seq, r.Prev, r.Hash = 0, "", ""
+	args := r.Args
+	if len(args) > 0 {
+		r.Args = json.RawMessage(argsMark)
+	}
 	canon, err := json.Marshal(r)
 	if err != nil && r.Detail != nil {
-		a.s.log.Warn("audit record detail cannot be encoded; storing the reason instead", "seq", r.Seq, "err", err)
+		a.s.log.Warn("audit record detail cannot be encoded; storing the reason instead", "type", r.Type, "call_id", r.CallID, "err", err)
 		r.Detail = map[string]any{"detail_error": err.Error()}
 		canon, err = json.Marshal(r)
 	}
+	r.Args = args
 	if err != nil {
-		return nil, fmt.Errorf("encode audit record %d: %w", r.Seq, err)
+		return encoded{}, fmt.Errorf("encode audit record: %w", err)
 	}
-	return sealJSON(canon, r), nil
+	if !bytes.HasPrefix(canon, []byte(seqStart)) || !bytes.HasSuffix(canon, []byte(hashEnd)) {
+		return encoded{}, fmt.Errorf("encode audit record: unexpected encoding %.40q", canon)
+	}
+	body := canon[len(seqStart) : len(canon)-len(hashEnd)]
+	if len(args) == 0 {
+		return encoded{head: body}, nil
+	}
+	at := bytes.Index(body, []byte(argsField+argsMark))
+	if at < 0 {
+		return encoded{}, errors.New("encode audit record: the arguments field is missing")
+	}
+	at += len(argsField)
+	return encoded{head: body[:at], args: args, rest: body[at+len(argsMark):]}, nil
+}
+
+// seal puts the record of it on the chain after tail: it sets its Seq, Prev and Hash and
+// returns its stored bytes, those json.Marshal writes for the record with Hash last, where
+// Hash is the SHA-256 of that encoding with Hash "".
+func seal(it *auditItem, tail chainTail) []byte {
+	r := &it.rec
+	r.Seq = tail.seq + 1
+	r.Prev = tail.hash
+	e := &it.enc
+	out := make([]byte, 0, len(`{"seq":`)+20+len(e.head)+len(e.args)+len(e.rest)+len(prevField)+len(r.Prev)+1+len(hashField)+hashHexLen+hashTail)
+	out = append(out, `{"seq":`...)
+	out = strconv.AppendUint(out, r.Seq, 10)
+	out = append(out, e.head...)
+	out = append(out, e.args...)
+	out = append(out, e.rest...)
+	if r.Prev != "" {
+		if isLowerHex(r.Prev) {
+			out = append(out, prevField...)
+			out = append(out, r.Prev...)
+			out = append(out, '"')
+		} else {
+			quoted, _ := json.Marshal(r.Prev)
+			out = append(out, `,"prev":`...)
+			out = append(out, quoted...)
+		}
+	}
+	out = append(out, hashField...)
+	sum := sha256.Sum256(append(out, `"}`...))
+	r.Hash = hex.EncodeToString(sum[:])
+	out = append(out, r.Hash...)
+	return append(out, `"}`...)
+}
+
+// isLowerHex reports whether s is lowercase hex digits only: a hash, which JSON encodes as it
+// is.
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // The stored form of a record ends with hashField, the 64 hex digits of its hash and `"}`;

@@ -350,9 +350,8 @@ func TestAuditKeepsAwkwardContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var args string
-	if err := json.Unmarshal(got.Args, &args); err != nil || args != `{"unterminated": ` {
-		t.Errorf("invalid args stored as %s, want them as a JSON string", got.Args)
+	if got.Args != nil {
+		t.Errorf("invalid args stored as %s, want them left out", got.Args)
 	}
 	if got.DurationMS != 0 || got.Detail["detail_error"] == nil {
 		t.Errorf("stored duration %v detail %v", got.DurationMS, got.Detail)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -45,7 +46,17 @@ func (s *Store) loadDigestKey() error {
 // HMAC-SHA256 of their bytes under the state file's own key. `mcp-gateway audit digest`
 // computes it for an operator; without the state file it cannot be computed or inverted.
 func (s *Store) DigestArgs(args []byte) string {
-	m := hmac.New(sha256.New, s.digestKey)
+	// An HMAC keeps its key's padded blocks; one taken from the pool starts from them again
+	// (Reset) instead of hashing the key anew.
+	m, _ := s.digests.Get().(hash.Hash)
+	if m == nil {
+		m = hmac.New(sha256.New, s.digestKey)
+	} else {
+		m.Reset()
+	}
 	m.Write(args)
-	return hex.EncodeToString(m.Sum(nil))
+	var sum [sha256.Size]byte
+	out := hex.EncodeToString(m.Sum(sum[:0]))
+	s.digests.Put(m)
+	return out
 }

@@ -31,16 +31,25 @@
 // transaction, which is what lets exactly one of many concurrent answers win.
 //
 // Audit records are made durable in a write-ahead file, audit.wal beside state.db (wal.go),
-// and moved into the audit bucket in the background. One writer goroutine owns the chain: it
-// takes everything queued (up to 512 records), waits up to Options.AuditBatch for more when
-// nobody is waiting on the batch, seals each record onto the chain, appends the records' stored
-// bytes to the file as frames (length, CRC-32C, sequence number, the sequence number of the
-// batch's first record, the EndsCall id, the bytes) in one write, and syncs the file's data
-// once (fdatasync). [AuditLog.Append] returns at once; AppendSync and Flush return after that
-// sync. The gateway answers a call only after AppendSync of its record returned, so concurrent
-// callers share syncs. The file is written full of zeros when it is created (16 MiB, less on a
-// small filesystem, see walMaxSize), so that the sync rewrites blocks the file already owns and
-// costs no journal commit of the filesystem.
+// and moved into the audit bucket in the background. A record is bounded, its arguments
+// checked and compacted and the whole encoded in the caller's goroutine as it is queued; what
+// must happen in order is only to put it on the chain: its sequence number in front, the
+// previous record's hash and its own (one SHA-256) at the end. One committer at a time, the
+// leader, takes everything queued (up to 512 records), seals each record onto the chain,
+// appends the records' stored bytes to the file as frames (length, CRC-32C, sequence number,
+// the sequence number of the batch's first record, the EndsCall id, the bytes) in one write,
+// and syncs the file's data once (fdatasync). A caller of AppendSync or Flush that finds
+// nobody committing leads, in its own goroutine: it commits the queue, its own record with it,
+// and hands the queue to the writer goroutine if more was queued meanwhile; callers that find
+// a commit under way wait for the leader to release them, so concurrent callers share syncs.
+// The writer goroutine commits the records nobody waits on ([AuditLog.Append] returns at once;
+// the writer waits up to Options.AuditBatch for more when nobody is waiting), what was queued
+// while a caller committed, and every batch the disk refused; while the store is unavailable,
+// callers leave all commits to it. AppendSync and Flush return after the sync of their batch.
+// The gateway answers a call only after AppendSync of its record returned. The file is written
+// full of zeros when it is created (16 MiB, less on a small filesystem, see walMaxSize), so
+// that the sync rewrites blocks the file already owns and costs no journal commit of the
+// filesystem.
 //
 // Once a batch is durable and its waiters are released, the writer passes each of its records,
 // in order, to Options.OnAuditDurable, if set: the stored bytes, the sequence number and the
@@ -99,18 +108,22 @@
 //
 // # When the disk fails
 //
-// Every wait is bounded by Options.CommitTimeout. A write that fails (disk full, I/O error,
-// read-only filesystem), a commit that has not returned for 2 s, or less free space than
-// Options.MinFreeBytes makes [Store.Available] report an [*UnavailableError]; the gateway then
-// refuses calls before dispatch. A lockout is put in force in memory before it is written, and
-// one the disk refuses is kept pending and written by the store's watcher, which also probes
-// the disk every 250 ms and ends the failure once a write succeeds. The audit writer keeps a
-// refused batch and retries it; its queue (4,096 records) bounds what is held in memory. A
-// write or sync of the write-ahead file that fails is such a refused batch. A move into
-// state.db that fails is retried with backoff by the mover, and meanwhile the file goes on
-// taking records: the store stays available until the file is full, and then the writer's
-// batch fails (it moves the file's records itself when it finds the file full), so the store
-// reports the failure and calls are refused until a move succeeds. The file's size thus bounds
+// Every wait is bounded by Options.CommitTimeout; a caller that leads a commit waits for its
+// own write and sync, which no timer can cut short, so on a disk that hangs that one caller
+// waits for the disk while the others' waits end in time. A write that fails (disk full, I/O
+// error, read-only filesystem), a commit that has not returned for 2 s, or less free space
+// than Options.MinFreeBytes makes [Store.Available] report an [*UnavailableError]; the gateway
+// then refuses calls before dispatch, and while a write failure or the free space is the
+// reason, callers leave every commit to the writer goroutine. A lockout is put in force in
+// memory before it is written, and one the disk refuses is kept pending and written by the
+// store's watcher, which also probes the disk every 250 ms and ends the failure once a write
+// succeeds. The audit writer goroutine keeps a refused batch (a caller that led hands its batch
+// over) and retries it; its queue (4,096 records) bounds what is held in memory. A write or
+// sync of the write-ahead file that fails is such a refused batch. A move into state.db that
+// fails is retried with backoff by the mover, and meanwhile the file goes on taking records:
+// the store stays available until the file is full, and then the leader's batch fails (the
+// leader moves the file's records itself when it finds the file full), so the store reports
+// the failure and calls are refused until a move succeeds. The file's size thus bounds
 // how much is acknowledged while state.db refuses writes, and the memory its records hold.
 //
 // # The hash chain

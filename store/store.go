@@ -75,19 +75,22 @@ type Options struct {
 	// ReadOnly opens an existing state file with a shared lock, for inspection by a command
 	// while no gateway runs. Every write returns ErrReadOnly.
 	ReadOnly bool
-	// AuditBatch is the longest the audit writer waits for more records before a group commit
-	// when no caller is waiting on the batch. Zero means 2ms; negative means never wait.
+	// AuditBatch is the longest the audit writer goroutine waits for more records before a
+	// group commit when no caller is waiting on the batch. Zero means 2ms; negative means
+	// never wait.
 	AuditBatch time.Duration
-	// OnAuditCommit, if set, is called by the audit writer after each committed transaction
-	// with the number of records in it and how long the commit took (for a latency metric).
-	// It must return quickly.
+	// OnAuditCommit, if set, is called by the committer of each audit batch (the writer
+	// goroutine, or a caller of AppendSync that committed it) after the batch is durable, with
+	// the number of records in it and how long the commit took (for a latency metric). It
+	// must return quickly.
 	OnAuditCommit func(records int, took time.Duration)
 	// OnAuditDurable, if set, is called by the audit writer once for each record that became
 	// durable (doc.go, Durability), in sequence order, after the batch's sync and after the
 	// callers waiting on it were released, holding no lock of the store: seq is the record's
 	// sequence number, stored its bytes exactly as kept (never to be changed; they may be kept)
-	// and digest its Hash. It runs on the writer goroutine and must return quickly, handing
-	// the record on (telemetry exports it as an OTLP log record). Records that a previous
+	// and digest its Hash. It runs on the batch's committer, one batch at a time (the writer
+	// goroutine, or a caller of AppendSync whose answer waits for it), and must return
+	// quickly, handing the record on (telemetry exports it as an OTLP log record). Records that a previous
 	// process made durable and Open moves from the write-ahead file are not passed again.
 	OnAuditDurable func(seq uint64, stored []byte, digest string)
 	// Now is the clock for audit record times, lockout times and approval expiry. Nil means
@@ -148,6 +151,7 @@ type Store struct {
 	pruner *pruner // nil without retention
 	// digestKey keys the digests of original arguments (digest.go).
 	digestKey []byte
+	digests   sync.Pool // of HMACs under digestKey
 
 	commitTimeout time.Duration
 	health        health

@@ -135,10 +135,15 @@ func build(o options, tmp string) (bins, error) {
 	if err != nil {
 		return b, err
 	}
-	steps := []struct{ dir, out, pkg string }{
-		{root, b.gateway, "./cmd/mcp-gateway"},
-		{benchDir, b.bench, "./cmd/bench"},
-		{benchDir, b.echo, "./cmd/echo-server"},
+	// The gateway is built as `make build` builds it (without cgo); the others as they come.
+	type step struct {
+		dir, out, pkg string
+		env           []string
+	}
+	steps := []step{
+		{root, b.gateway, "./cmd/mcp-gateway", []string{"CGO_ENABLED=0"}},
+		{benchDir, b.bench, "./cmd/bench", nil},
+		{benchDir, b.echo, "./cmd/echo-server", nil},
 	}
 	if o.tbxarkDir != "" {
 		b.tbxark = filepath.Join(binDir, "tbxark")
@@ -146,12 +151,15 @@ func build(o options, tmp string) (bins, error) {
 		if err != nil {
 			return b, err
 		}
-		steps = append(steps, struct{ dir, out, pkg string }{dir, b.tbxark, "."})
+		steps = append(steps, step{dir, b.tbxark, ".", nil})
 	}
 	for _, s := range steps {
 		logf("build %s in %s", s.pkg, s.dir)
 		cmd := exec.Command("go", "build", "-o", s.out, s.pkg)
 		cmd.Dir = s.dir
+		if s.env != nil {
+			cmd.Env = append(os.Environ(), s.env...)
+		}
 		if out, err := run(cmd, nil); err != nil {
 			return b, fmt.Errorf("go build %s in %s: %v\n%s", s.pkg, s.dir, err, out)
 		}
