@@ -117,6 +117,11 @@ func modelSettings(l config.LLM, getenv func(string) string) (s model.Settings, 
 		sort.Strings(names)
 		for _, name := range names {
 			env := l.HeadersEnv[name]
+			if !model.IsEnvName(env) {
+				// Not a variable name (the loader says so too): never looked up, never repeated.
+				problems = append(problems, &model.SettingError{Key: "headers_env." + name, Msg: model.NotAVariable})
+				continue
+			}
 			v := getenv(env)
 			if v == "" {
 				unset = append(unset, &model.SettingError{Key: "headers_env." + name,

@@ -265,3 +265,14 @@ llm:
 		t.Errorf("headers %v", h)
 	}
 }
+
+// TestCheckLLMHeadersEnvNotAVariable checks that a headers_env value that is not a variable name
+// is one problem, never looked up as a variable nor repeated, and not also "not set".
+func TestCheckLLMHeadersEnvNotAVariable(t *testing.T) {
+	l := &config.LLM{Provider: "openai", HeadersEnv: map[string]string{"X-Team": "team secret value"}}
+	problems, unset := CheckLLM(l, func(string) string { return "" })
+	if len(unset) != 0 || len(problems) != 1 || problems[0].Key != "headers_env.X-Team" ||
+		!strings.Contains(problems[0].Msg, "does not look like an environment variable name") || strings.Contains(problems[0].Msg, "secret") {
+		t.Fatalf("problems %+v, unset %+v", problems, unset)
+	}
+}

@@ -19,17 +19,32 @@ import (
 // the cost of one request: the budget bounds what the run goes on to spend, not the last request.
 
 // addUsage adds one request's usage to the run's and returns the run's total so far. It is safe
-// for concurrent use.
+// for concurrent use. The sums saturate instead of wrapping, and a negative count or cost (which
+// the model layer refuses) adds nothing, so that no report lowers the spend the budgets see.
 func (rn *run) addUsage(u model.Usage) model.Usage {
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
 	t := &rn.report.Usage
-	t.InputTokens += u.InputTokens
-	t.OutputTokens += u.OutputTokens
-	t.CacheReadTokens += u.CacheReadTokens
-	t.CacheWriteTokens += u.CacheWriteTokens
-	t.CostUSD += u.CostUSD
+	t.InputTokens = addTokens(t.InputTokens, u.InputTokens)
+	t.OutputTokens = addTokens(t.OutputTokens, u.OutputTokens)
+	t.CacheReadTokens = addTokens(t.CacheReadTokens, u.CacheReadTokens)
+	t.CacheWriteTokens = addTokens(t.CacheWriteTokens, u.CacheWriteTokens)
+	if u.CostUSD > 0 { // NaN and negatives add nothing; a sum past the largest float is +Inf
+		t.CostUSD += u.CostUSD
+	}
 	return *t
+}
+
+// addTokens is a+b for a token count: b below 0 adds nothing, and the sum stops at the largest
+// int instead of wrapping to a negative one.
+func addTokens(a, b int) int {
+	if b <= 0 {
+		return a
+	}
+	if a > math.MaxInt-b {
+		return math.MaxInt
+	}
+	return a + b
 }
 
 // total returns the run's usage so far.
@@ -42,7 +57,7 @@ func (rn *run) total() model.Usage {
 // overBudget says which budget the run's spend has passed, or "".
 func (rn *run) overBudget() string {
 	u, o := rn.total(), rn.Options
-	if tokens := u.InputTokens + u.OutputTokens; o.MaxTokensTotal > 0 && tokens > o.MaxTokensTotal {
+	if tokens := addTokens(u.InputTokens, u.OutputTokens); o.MaxTokensTotal > 0 && tokens > o.MaxTokensTotal {
 		return fmt.Sprintf("token budget max_tokens_total %d passed: the run has used %d tokens (raise llm.max_tokens_total for runs that need more)",
 			o.MaxTokensTotal, tokens)
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
@@ -184,6 +185,17 @@ func (d *decoder) checkLLM(cfg *Config) {
 	if src.valid("timeout") && l.Timeout < 0 {
 		d.errorf(src.valueLine("timeout"), loc.field("timeout"), "must not be negative")
 	}
+	if src.valid("api_key_env") && l.APIKeyEnv != "" && !envNameRE.MatchString(l.APIKeyEnv) {
+		// The value is not repeated: it may be the key itself, written here by mistake.
+		d.errorf(src.valueLine("api_key_env"), loc.field("api_key_env"), "does not look like an environment variable name (letters, digits and _, not starting with a digit); "+
+			"the API key belongs in the environment, never in the file: put it in a variable and name the variable here")
+	}
+	if src.valid("base_url") && l.BaseURL != "" {
+		if _, problem := webURL(l.BaseURL, "must start with http:// or https://, such as http://localhost:4000/v1",
+			"must not carry credentials; name the environment variable holding the key in api_key_env"); problem != "" {
+			d.errorf(src.valueLine("base_url"), loc.field("base_url"), "%s", problem)
+		}
+	}
 	if src.given("provider") && src.valid("provider") && l.Provider == "" {
 		d.errorf(src.valueLine("provider"), loc.field("provider"), "is empty")
 	}
@@ -191,6 +203,7 @@ func (d *decoder) checkLLM(cfg *Config) {
 	if e, ok := top.keys["llm"]; ok {
 		l.lines = d.settingLines(e.value, e.line)
 	}
+	d.checkLLMNumbers(l)
 	if src.has("headers") {
 		d.refuseLiteralHeaders(l, src, loc)
 	}
@@ -210,6 +223,43 @@ func (d *decoder) checkLLM(cfg *Config) {
 		if strings.TrimSpace(text) == "" {
 			d.errorf(top.lineOf("experience"), location{path: "experience"}, "tool %q: the text is empty", truncate(name))
 		}
+	}
+}
+
+// checkLLMNumbers refuses a number of the llm section that is not finite (YAML's .nan, .inf):
+// NaN compares false with everything, so max_cost_usd: .nan would disable the budget, and an
+// infinite price or cost prices nothing. Each is reported at its line.
+func (d *decoder) checkLLMNumbers(l *LLM) {
+	bad := func(path string, v float64) {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			d.errorf(l.Line(path), location{path: "llm"}.field(path), "must be a finite number, got %g", v)
+		}
+	}
+	if !math.IsInf(l.MaxCostUSD, -1) { // refused as negative
+		bad("max_cost_usd", l.MaxCostUSD)
+	}
+	if l.Temperature != nil {
+		bad("temperature", *l.Temperature)
+	}
+	for name, p := range l.Prices {
+		for _, f := range []struct {
+			key string
+			v   float64
+		}{{"input", p.Input}, {"output", p.Output}, {"cache_read", p.CacheRead}, {"cache_write", p.CacheWrite}} {
+			bad("prices."+name+"."+f.key, f.v)
+		}
+	}
+	reply := func(at string, r ScriptReply) {
+		bad(at+".cost_usd", r.CostUSD)
+		if r.Usage != nil {
+			bad(at+".usage.cost_usd", r.Usage.CostUSD)
+		}
+	}
+	for i, r := range l.Rules {
+		reply("rules["+strconv.Itoa(i)+"].reply", r.Reply)
+	}
+	for i, r := range l.Replies {
+		reply("replies["+strconv.Itoa(i)+"]", r)
 	}
 }
 

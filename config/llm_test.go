@@ -174,3 +174,48 @@ llm:
 		t.Errorf("a good section: %v after %d calls", err, calls)
 	}
 }
+
+// TestLLMRefusesWhatWouldNotWork checks the llm settings refused at load: an api_key_env that is
+// the key itself (never repeated), a base_url that is not an http or https URL with a host, and
+// numbers that are not finite (max_cost_usd: .nan would disable the budget).
+func TestLLMRefusesWhatWouldNotWork(t *testing.T) {
+	errs := parseErrors(t, `servers: [{name: robot, command: robot}]
+llm:
+  provider: openai
+  api_key_env: sk-proj-PLANTED-123
+  base_url: "litellm:4000"
+  max_cost_usd: .nan
+  temperature: .inf
+  prices:
+    gpt-x: {input: .nan, output: 1}
+  replies:
+    - text: hi
+      cost_usd: .inf
+`)
+	assertReported(t, errs, []want{
+		{4, "llm.api_key_env: does not look like an environment variable name (letters, digits and _, not starting with a digit); the API key belongs in the environment"},
+		{5, "llm.base_url: must start with http:// or https://"},
+		{6, "llm.max_cost_usd: must be a finite number, got NaN"},
+		{7, "llm.temperature: must be a finite number, got +Inf"},
+		{9, "llm.prices.gpt-x.input: must be a finite number, got NaN"},
+		{12, "llm.replies[0].cost_usd: must be a finite number, got +Inf"},
+	})
+	if strings.Contains(errs.Error(), "PLANTED") {
+		t.Errorf("the key is repeated: %v", errs)
+	}
+	for _, tc := range []struct{ url, want string }{
+		{"ftp://x", "must start with http:// or https://"},
+		{"http://[::1", "is not a valid URL"},
+		{"https://user:pw@gw.example.com/v1", "must not carry credentials"},
+		{"http:///v1", "has no host"},
+	} {
+		errs := parseErrors(t, "servers: [{name: robot, command: robot}]\nllm:\n  provider: openai\n  base_url: \""+tc.url+"\"\n")
+		assertReported(t, errs, []want{{4, "llm.base_url: " + tc.want}})
+		if strings.Contains(errs.Error(), "pw@") {
+			t.Errorf("credentials repeated: %v", errs)
+		}
+	}
+	if _, err := Parse("robot.yaml", []byte("servers: [{name: robot, command: robot}]\nllm:\n  provider: openai\n  base_url: http://localhost:4000/v1\n  api_key_env: LITELLM_KEY\n  max_cost_usd: 0.5\n")); err != nil {
+		t.Errorf("a good section: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"net/http"
+	"strings"
 )
 
 // chatWire is Chat Completions (openai and the compatible providers).
@@ -47,11 +48,12 @@ func (w *chatWire) header() http.Header { return nil }
 const emptyAnswerReason = "the answer has no text and no tool calls, and block_empty_answers counts that as declined " +
 	"(a refusal whose signal was lost, such as a streamed refusal through LiteLLM)"
 
-// refuseEmpty makes an answer with neither text nor tool calls a refusal (block_empty_answers):
+// refuseEmpty makes an answer with neither text (whitespace alone is none) nor tool calls a
+// refusal (block_empty_answers):
 // the reasoning it may hold is dropped with it, its usage kept. A refusal or a reported error
 // stays what it is.
 func refuseEmpty(res *Result) {
-	if res.Refusal || res.FinishReason == FinishError || res.Text() != "" || len(res.ToolCalls()) > 0 {
+	if res.Refusal || res.FinishReason == FinishError || strings.TrimSpace(res.Text()) != "" || len(res.ToolCalls()) > 0 {
 		return
 	}
 	res.refuse(FinishRefusal, emptyAnswerReason)

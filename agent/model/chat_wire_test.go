@@ -1,6 +1,7 @@
 package model
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -42,5 +43,25 @@ func TestOutputSchemaMustBeAnObject(t *testing.T) {
 	}
 	if _, err := OpenAIResponsesRequest(c); err == nil || !strings.Contains(err.Error(), "output schema is not a JSON object") {
 		t.Errorf("responses: %v", err)
+	}
+}
+
+// TestBlockEmptyAnswersWhitespace checks that an answer of whitespace alone is empty for
+// block_empty_answers, unstreamed and streamed.
+func TestBlockEmptyAnswersWhitespace(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		body := `{"id":"c","model":"m","choices":[{"message":{"content":"  \n "},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`
+		if stream {
+			body = "data: {\"id\":\"s\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"  \\n \"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\ndata: [DONE]\n\n"
+		}
+		f := newFakeProvider(t, answerWith(0, nil, body))
+		m, _ := New(Settings{Provider: "ollama", BaseURL: f.URL, BlockEmptyAnswers: true, Stream: stream})
+		res, err := m.Generate(context.Background(), validCall())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Refusal || res.FinishReason != FinishRefusal {
+			t.Errorf("stream %v: %+v, want a refusal", stream, res)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,29 +53,35 @@ func newPricer(s Settings, reported string) *pricer {
 const CostHeaderNone = "none"
 
 // apply sets res.Usage.CostUSD and CostSource; asked is the model the call
-// asked for.
-func (p *pricer) apply(res *Result, header http.Header, asked string) {
+// asked for. A cost header holding a cost no request has (negative, infinite
+// or past 10^12 USD) is an error, so that max_cost_usd is never disabled by
+// it; one that is not a decimal number (NaN, a hex float, text) is warned of
+// and ignored.
+func (p *pricer) apply(res *Result, header http.Header, asked string) error {
 	u := &res.Usage
 	if p.header != "" && header != nil {
 		if v := strings.TrimSpace(header.Get(p.header)); v != "" {
-			cost, err := strconv.ParseFloat(v, 64)
-			if err == nil && cost >= 0 && !math.IsInf(cost, 0) {
+			cost, err := parseCost(v)
+			if err != nil {
+				return fmt.Errorf("the cost header %s %w", p.header, err)
+			}
+			if cost >= 0 {
 				u.CostUSD, u.CostSource = cost, CostFromHeader
-				return
+				return nil
 			}
 			res.Evidence.Warnings = append(res.Evidence.Warnings,
 				fmt.Sprintf("the cost header %s holds %q, which is not a cost in USD; it was ignored", p.header, truncateText(v, 40)))
 		}
 	}
 	if u.CostSource != "" {
-		return // the wire read a cost and says from where
+		return nil // the wire read a cost and says from where
 	}
 	if u.CostUSD != 0 {
 		u.CostSource = p.reported
-		return
+		return nil
 	}
 	if len(p.prices) == 0 {
-		return
+		return nil
 	}
 	answered := res.Evidence.Model
 	price, ok := p.prices[answered]
@@ -83,9 +90,32 @@ func (p *pricer) apply(res *Result, header http.Header, asked string) {
 	}
 	if !ok {
 		p.warn(res, answered, asked)
-		return
+		return nil
 	}
 	u.CostUSD, u.CostSource = price.cost(*u), CostFromPrices
+	return nil
+}
+
+// decimalCost is a cost written in decimal: digits with an optional fraction and exponent.
+// Hex floats ("0x1p4"), "Inf", "NaN" and Go's digit separators are not costs.
+var decimalCost = regexp.MustCompile(`^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+
+// parseCost reads a cost header's value: the cost in USD, or -1 when the value is not a decimal
+// number (a warning: a gateway's header that means something else), or an error when it is a
+// number no request costs: negative, infinite, or past 10^12 USD (fail closed: such a header
+// would otherwise count 0 and disable max_cost_usd).
+func parseCost(v string) (float64, error) {
+	f, _ := strconv.ParseFloat(v, 64) // a range error is ±Inf (or 0 for "1e-400")
+	switch {
+	case math.IsInf(f, 1):
+		// "Inf", "1e309": a number too large to be a cost (ParseFloat's range error).
+		return 0, fmt.Errorf("reports a cost too large for any request (%s); the request counts as failed so that max_cost_usd stays sound", truncateText(v, 30))
+	case math.IsNaN(f) || !decimalCost.MatchString(v):
+		return -1, nil
+	case f < 0 || f > maxReportedCount: // -1e309 too
+		return 0, fmt.Errorf("reports the cost %s, which no request can cost; the request counts as failed so that max_cost_usd stays sound", truncateText(v, 30))
+	}
+	return f, nil
 }
 
 // warn notes, the first time only, that neither the model that answered nor the one asked
@@ -137,7 +167,12 @@ func (m *pricedModel) Generate(ctx context.Context, c *Call) (*Result, error) {
 	if c != nil {
 		asked = c.Controls.Model
 	}
-	m.pricer.apply(res, nil, asked)
+	if err := m.pricer.apply(res, nil, asked); err != nil {
+		return nil, err
+	}
+	if err := checkUsage(res); err != nil {
+		return nil, err
+	}
 	return res, nil
 }
 

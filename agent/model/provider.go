@@ -360,6 +360,9 @@ func New(s Settings) (Model, error) {
 	for k, v := range m.wire.header() {
 		t.Header[k] = v
 	}
+	for _, v := range s.Headers {
+		t.Secrets = append(t.Secrets, v)
+	}
 	for k, v := range s.Headers {
 		// A beta the wire asks for (refusal fallbacks) and the user's own betas are one
 		// comma-separated list: neither replaces the other.
@@ -418,8 +421,11 @@ type httpModel struct {
 // limit and temperature where the call leaves them unset, then translates,
 // sends (streamed with stream) and reads. The answer gets the invocation id
 // (sent as the X-Invocation-Id header), its cost, and with
-// block_empty_answers an empty answer becomes a refusal. Errors name the
-// provider.
+// block_empty_answers an empty answer becomes a refusal. An answer reporting
+// usage no request can have (a negative count or cost, a count past 10^12)
+// is an error; one reporting no usage at all gets estimated tokens and a
+// warning. Errors name the provider, and neither they nor the answer's error,
+// refusal reason and warnings hold the API key or a headers_env value.
 func (m *httpModel) Generate(ctx context.Context, c *Call) (*Result, error) {
 	if c == nil {
 		return nil, fmt.Errorf("model provider %s: no call", m.provider)
@@ -443,20 +449,41 @@ func (m *httpModel) Generate(ctx context.Context, c *Call) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model provider %s: %w", m.provider, err)
 	}
+	red := m.transport.redactor()
+	res, err := m.send(ctx, &call, body)
+	if err != nil {
+		return nil, red.err(fmt.Errorf("model provider %s: %w", m.provider, err))
+	}
+	red.result(res)
+	return res, nil
+}
+
+// send sends one translated request and reads its answer: its usage checked (a number no
+// request can report fails it), estimated when the provider reported none, and priced.
+func (m *httpModel) send(ctx context.Context, call *Call, body []byte) (*Result, error) {
 	var res *Result
 	var header http.Header
+	var err error
 	if m.stream {
 		res, header, err = m.generateStream(ctx, body)
 	} else {
 		var resp []byte
 		if resp, header, err = m.transport.Do(ctx, body); err == nil {
-			res, err = m.wire.result(resp, header)
+			if err = impossibleUsage(resp); err == nil {
+				res, err = m.wire.result(resp, header)
+			}
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("model provider %s: %w", m.provider, err)
+		return nil, err
 	}
+	if err := checkUsage(res); err != nil {
+		return nil, err
+	}
+	estimateUsage(call, res)
 	res.Evidence.InvocationID = InvocationID(ctx)
-	m.pricer.apply(res, header, call.Controls.Model)
+	if err := m.pricer.apply(res, header, call.Controls.Model); err != nil {
+		return nil, err
+	}
 	return res, nil
 }

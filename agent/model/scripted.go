@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 	"sync"
@@ -126,6 +127,9 @@ func NewScripted(s ScriptedSettings) (*Scripted, error) {
 			}
 			sr.matches = re
 		}
+		if r.Reply.empty() {
+			errs = append(errs, &SettingError{Key: key + ".reply", Msg: "is missing or empty, so the rule would answer nothing: give the reply's text, output or tool_calls (or fail: true, or a finish_reason)"})
+		}
 		errs = append(errs, r.Reply.check(key+".reply")...)
 		m.rules = append(m.rules, sr)
 	}
@@ -136,6 +140,12 @@ func NewScripted(s ScriptedSettings) (*Scripted, error) {
 		return nil, errs
 	}
 	return m, nil
+}
+
+// empty reports whether the reply says nothing at all: no text, output, tool call, failure or
+// finish reason (a rule written without its reply).
+func (r Reply) empty() bool {
+	return r.Text == "" && r.Output == nil && len(r.ToolCalls) == 0 && !r.Fail && r.FinishReason == "" && len(r.Chunks) == 0
 }
 
 // check reports what in the reply cannot become a Result; key is the reply's path.
@@ -165,8 +175,11 @@ func (r Reply) check(key string) SettingErrors {
 	default:
 		add(".finish_reason", "%q: want stop, tool_calls, length, refusal, content_filter or error", r.FinishReason)
 	}
-	if r.CostUSD < 0 {
-		add(".cost_usd", "must not be negative, got %g", r.CostUSD)
+	switch c := r.CostUSD; {
+	case c < 0:
+		add(".cost_usd", "must not be negative, got %g", c)
+	case math.IsNaN(c) || math.IsInf(c, 1):
+		add(".cost_usd", "must be a finite number of USD, got %g", c)
 	}
 	if u := r.Usage; u != nil {
 		for _, f := range []struct {
@@ -174,8 +187,11 @@ func (r Reply) check(key string) SettingErrors {
 			v   float64
 		}{{"input_tokens", float64(u.InputTokens)}, {"output_tokens", float64(u.OutputTokens)}, {"cache_read_tokens", float64(u.CacheReadTokens)},
 			{"cache_write_tokens", float64(u.CacheWriteTokens)}, {"cost_usd", u.CostUSD}} {
-			if f.v < 0 {
+			switch {
+			case f.v < 0:
 				add(".usage."+f.key, "must not be negative, got %g", f.v)
+			case math.IsNaN(f.v) || math.IsInf(f.v, 1):
+				add(".usage."+f.key, "must be a finite number, got %g", f.v)
 			}
 		}
 	}

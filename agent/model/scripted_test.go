@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -183,9 +184,12 @@ func TestNewScriptedRejects(t *testing.T) {
 		want []string // "key: start of the message"
 	}{
 		{ScriptedSettings{}, []string{"replies: the scripted provider has no rules and no replies"}},
-		{ScriptedSettings{Rules: []ScriptRule{{Matches: "("}}}, []string{"rules[0].matches: not a Go regular expression"}},
-		{ScriptedSettings{Rules: []ScriptRule{{Role: "system"}}}, []string{`rules[0].role: "system" is not a role`}},
-		{ScriptedSettings{Rules: []ScriptRule{{Times: -1}}}, []string{"rules[0].times: -1 is negative"}},
+		{ScriptedSettings{Rules: []ScriptRule{{Matches: "(", Reply: Reply{Text: "r"}}}}, []string{"rules[0].matches: not a Go regular expression"}},
+		{ScriptedSettings{Rules: []ScriptRule{{Role: "system", Reply: Reply{Text: "r"}}}}, []string{`rules[0].role: "system" is not a role`}},
+		{ScriptedSettings{Rules: []ScriptRule{{Times: -1, Reply: Reply{Text: "r"}}}}, []string{"rules[0].times: -1 is negative"}},
+		// A rule written without its reply would answer nothing.
+		{ScriptedSettings{Rules: []ScriptRule{{Contains: "x"}}}, []string{"rules[0].reply: is missing or empty"}},
+		{ScriptedSettings{Replies: []Reply{{Text: "a", CostUSD: math.NaN()}}}, []string{"replies[0].cost_usd: must be a finite number"}},
 		{ScriptedSettings{Replies: []Reply{{Text: "a", Output: 1}}}, []string{"replies[0]: has both text and output"}},
 		{ScriptedSettings{Replies: []Reply{{ToolCalls: []ScriptToolCall{{}}}}}, []string{"replies[0].tool_calls[0].name: tool call 1 has no name"}},
 		{ScriptedSettings{Replies: []Reply{{FinishReason: "done"}}}, []string{`replies[0].finish_reason: "done"`}},
@@ -193,7 +197,7 @@ func TestNewScriptedRejects(t *testing.T) {
 		{ScriptedSettings{Replies: []Reply{{Text: "abc", Chunks: []string{"a", "c"}}}}, []string{`replies[0].chunks: the chunks join to "ac", not to the reply's text "abc"`}},
 		{ScriptedSettings{Replies: []Reply{{Output: map[string]any{"a": 1}, Chunks: []string{`{"a":`, `2}`}}}}, []string{`replies[0].chunks: the chunks join to "{\"a\":2}", not to the reply's text "{\"a\":1}"`}},
 		{ScriptedSettings{
-			Rules:   []ScriptRule{{Matches: "(", Reply: Reply{Text: "x", Chunks: []string{"y"}}}, {Role: "bot"}},
+			Rules:   []ScriptRule{{Matches: "(", Reply: Reply{Text: "x", Chunks: []string{"y"}}}, {Role: "bot", Reply: Reply{Fail: true}}},
 			Replies: []Reply{{Text: "ok"}, {FinishReason: "later"}},
 		}, []string{"rules[0].matches: ", `rules[0].reply.chunks: the chunks join to "y"`, "rules[1].role: ", "replies[1].finish_reason: "}},
 	}

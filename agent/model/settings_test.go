@@ -423,3 +423,14 @@ func TestChatStreamNeedsADecoder(t *testing.T) {
 		t.Errorf("openai streams: %v", err)
 	}
 }
+
+// TestNewRefusesAKeyInAPIKeyEnv checks that an api_key_env that is not a variable name (the key
+// written in its place) is refused without repeating it.
+func TestNewRefusesAKeyInAPIKeyEnv(t *testing.T) {
+	_, err := New(Settings{Provider: "openai", APIKeyEnv: "sk-proj-PLANTED123"})
+	list := settingErrors(t, err)
+	if len(list) != 1 || list[0].Key != "api_key_env" || !strings.Contains(list[0].Msg, "does not look like an environment variable name") ||
+		strings.Contains(err.Error(), "PLANTED") {
+		t.Fatalf("%v", err)
+	}
+}

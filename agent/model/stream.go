@@ -123,6 +123,9 @@ func (m *httpModel) generateStream(ctx context.Context, body []byte) (*Result, h
 	deliver := chunksOf(ctx)
 	var chunks []string
 	header, err := m.transport.DoStream(ctx, body, func(name string, data []byte) error {
+		if err := impossibleUsage(data); err != nil {
+			return err
+		}
 		chunk, err := dec.Event(name, data)
 		if err != nil {
 			return err

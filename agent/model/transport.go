@@ -35,7 +35,9 @@ const (
 // exponential backoff and jitter, or after the provider's Retry-After when
 // it sends one. Cancelling the context stops at once, mid-request or
 // mid-wait. The API key is read from the environment on each call and never
-// appears in an error. When the context holds a recording span (the agent's
+// appears in an error, nor do Secrets. Redirects are not followed, so that
+// the key and the headers never reach another address: a 3xx answer is an
+// error naming the host it points to. When the context holds a recording span (the agent's
 // model request span), each retry is an event of it: the failed attempt and
 // its error.type. Each attempt carries the context's invocation id
 // (WithInvocationID) in the X-Invocation-Id header. DoStream reads a
@@ -54,6 +56,9 @@ type Transport struct {
 	// means the provider takes none. Naming a variable that is unset or
 	// empty is an error.
 	KeyEnv string
+	// Secrets are values besides the key that never appear in an error
+	// (the headers_env values: a provider may echo a header back).
+	Secrets []string
 	// KeyHeader is the header the key goes in, with KeyPrefix before it.
 	// An empty KeyHeader means "Authorization" with KeyPrefix "Bearer ".
 	KeyHeader, KeyPrefix string
@@ -156,6 +161,7 @@ func (t *Transport) send(ctx context.Context, body []byte, stream bool, read fun
 			return nil, nil, fmt.Errorf("POST %s: environment variable %s is not set", url, t.KeyEnv)
 		}
 	}
+	red := t.redactor()
 	attempts := t.MaxAttempts
 	if attempts <= 0 {
 		attempts = DefaultMaxAttempts
@@ -174,31 +180,31 @@ func (t *Transport) send(ctx context.Context, body []byte, stream bool, read fun
 		}
 		var final *finalError
 		if errors.As(err, &final) {
-			return nil, header, fmt.Errorf("POST %s: %w", url, redactErr(final.err, key))
+			return nil, header, fmt.Errorf("POST %s: %w", url, red.err(final.err))
 		}
 		var status *StatusError
 		isStatus := errors.As(err, &status)
 		if isStatus {
 			status.Attempts = attempt
-			status.Message = redact(status.Message, key)
+			status.Message = red.text(status.Message)
 		}
 		if attempt >= attempts || (isStatus && !status.Retryable()) {
 			if !isStatus && attempt > 1 {
-				return nil, header, fmt.Errorf("POST %s: %w (after %d attempts)", url, redactErr(err, key), attempt)
+				return nil, header, fmt.Errorf("POST %s: %w (after %d attempts)", url, red.err(err), attempt)
 			}
-			return nil, header, fmt.Errorf("POST %s: %w", url, redactErr(err, key))
+			return nil, header, fmt.Errorf("POST %s: %w", url, red.err(err))
 		}
 		wait := backoff(attempt)
 		if isStatus {
 			if d, ok := retryAfter(header.Get("Retry-After"), time.Now()); ok {
 				if d > maxRetryAfter {
-					return nil, header, fmt.Errorf("POST %s: %w; provider asks to retry after %s", url, err, d.Round(time.Second))
+					return nil, header, fmt.Errorf("POST %s: %w; provider asks to retry after %s", url, red.err(err), d.Round(time.Second))
 				}
 				wait = d
 			}
 		}
 		if t.OnRetry != nil {
-			t.OnRetry(attempt, redactErr(err, key))
+			t.OnRetry(attempt, red.err(err))
 		}
 		if span := trace.SpanFromContext(ctx); span.IsRecording() {
 			span.AddEvent("retry", trace.WithAttributes(
@@ -210,7 +216,7 @@ func (t *Transport) send(ctx context.Context, body []byte, stream bool, read fun
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return nil, header, fmt.Errorf("POST %s: %w (waiting to retry after %v)", url, ctx.Err(), redactErr(err, key))
+			return nil, header, fmt.Errorf("POST %s: %w (waiting to retry after %v)", url, ctx.Err(), red.err(err))
 		case <-timer.C:
 		}
 	}
@@ -267,15 +273,14 @@ func (t *Transport) attempt(ctx context.Context, url, key string, body []byte, s
 	if t.InjectHeader != nil {
 		t.InjectHeader(ctx, req.Header)
 	}
-	client := t.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
+	resp, err := t.noRedirects().Do(req)
 	if err != nil {
 		return nil, nil, timedOut(err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		return nil, resp.Header, &StatusError{StatusCode: resp.StatusCode, Message: redirectMessage(req, resp.Header.Get("Location"))}
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		respBody, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 		if err != nil {
@@ -292,6 +297,40 @@ func (t *Transport) attempt(ctx context.Context, url, key string, body []byte, s
 		return nil, resp.Header, timedOut(err)
 	}
 	return respBody, resp.Header, nil
+}
+
+// redactor removes the key (as the environment holds it now) and Secrets from text.
+func (t *Transport) redactor() redactor {
+	key := ""
+	if t.KeyEnv != "" {
+		key = os.Getenv(t.KeyEnv)
+	}
+	return newRedactor(append([]string{key}, t.Secrets...)...)
+}
+
+// noRedirects is the transport's client, not following redirects: Go's client would send the
+// key and the configured headers on to the address a provider points at.
+func (t *Transport) noRedirects() *http.Client {
+	c := http.Client{}
+	if t.Client != nil {
+		c = *t.Client
+	}
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &c
+}
+
+// redirectMessage says where a provider redirected a request, by host only (a redirect's
+// query may carry a token), and what to do.
+func redirectMessage(req *http.Request, location string) string {
+	where := "another address"
+	if u, err := req.URL.Parse(location); err == nil && location != "" && u.Host != "" {
+		where = u.Scheme + "://" + u.Host
+		if u.Host == req.URL.Host && u.Scheme == req.URL.Scheme {
+			where += " (the same host, path " + truncateText(u.EscapedPath(), 60) + ")"
+		}
+	}
+	return "the provider redirected the request to " + where +
+		"; redirects are not followed, so that the API key and headers are never sent elsewhere: set llm.base_url to the final address"
 }
 
 // providerMessage finds the error message in a provider's error body:
@@ -340,21 +379,6 @@ func retryAfter(value string, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	return max(when.Sub(now), 0), true
-}
-
-// redact removes the key from text a provider or the network stack wrote.
-func redact(s, key string) string {
-	if key == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, key, "[REDACTED]")
-}
-
-func redactErr(err error, key string) error {
-	if key == "" || !strings.Contains(err.Error(), key) {
-		return err
-	}
-	return errors.New(redact(err.Error(), key))
 }
 
 // ErrorType classifies a failed model request for the error.type attribute

@@ -29,6 +29,19 @@ var (
 // headerNameRE is an HTTP field name (RFC 9110 token).
 var headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
+// envNameRE is an environment variable name, as the config's loader checks one.
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// IsEnvName reports whether name is an environment variable name (letters, digits and _, not
+// starting with a digit).
+func IsEnvName(name string) bool { return envNameRE.MatchString(name) }
+
+// NotAVariable is the problem of an api_key_env or headers_env value that is not an
+// environment variable name, most often the secret itself written in its place; it never
+// repeats the value.
+const NotAVariable = "does not look like an environment variable name (letters, digits and _, not starting with a digit); " +
+	"keys and header values belong in the environment, never in the file: put the value in a variable and name the variable here"
+
 func (w wire) String() string {
 	switch w {
 	case wireMessages:
@@ -155,6 +168,9 @@ type only struct {
 // generic ones, then that each setting given is one this provider takes,
 // then the values of those only it takes.
 func (p *problems) checkHTTP(s Settings, name string, d providerDefaults) {
+	if s.APIKeyEnv != "" && !envNameRE.MatchString(s.APIKeyEnv) {
+		p.add("api_key_env", "%s", NotAVariable)
+	}
 	if s.MaxTokens < 0 {
 		p.add("max_tokens", "must not be negative, got %d", s.MaxTokens)
 	}

@@ -139,3 +139,39 @@ func TestAgentReportsLLMProblemsWithLines(t *testing.T) {
 		t.Error("agent started (it made its state directory) despite the problems")
 	}
 }
+
+// TestCheckFindsWhatUsedToPrintOK checks the llm mistakes check used to print ok for, each at
+// its line and none repeating a secret: a key in api_key_env, a base_url that is not an http
+// URL, max_cost_usd: .nan, a scripted rule without a reply; and a headers_env value that is not
+// a variable name is one problem, not also a warning that the "variable" is not set.
+func TestCheckFindsWhatUsedToPrintOK(t *testing.T) {
+	cases := []struct {
+		name, llm string
+		line      int
+		want      string
+	}{
+		{"key in api_key_env", "  provider: openai\n  api_key_env: sk-proj-PLANTED-1\n", 6,
+			"llm.api_key_env: does not look like an environment variable name"},
+		{"base_url without a scheme", "  provider: openai\n  base_url: litellm:4000\n", 6, "llm.base_url: must start with http:// or https://"},
+		{"base_url ftp", "  provider: openai\n  base_url: ftp://x\n", 6, "llm.base_url: must start with http:// or https://"},
+		{"base_url unparsable", "  provider: openai\n  base_url: \"http://[::1\"\n", 6, "llm.base_url: is not a valid URL"},
+		{"max_cost_usd nan", "  provider: openai\n  max_cost_usd: .nan\n", 6, "llm.max_cost_usd: must be a finite number, got NaN"},
+		{"temperature nan on scripted", "  provider: scripted\n  temperature: .nan\n  replies: [{text: hi}]\n", 6, "llm.temperature: must be a finite number, got NaN"},
+		{"rule without a reply", "  provider: scripted\n  rules:\n    - contains: x\n", 7, "llm.rules[0].reply: is missing or empty"},
+		{"headers_env value not a variable", "  provider: openai\n  headers_env: {X-Team: \"team PLANTED\"}\n", 6,
+			"llm.headers_env.X-Team: must name the environment variable holding the header's value"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeLLMConfig(t, "", tc.llm)
+			stdout, stderr, code := runCLI(t, "check", "-c", path)
+			want := path + ":" + itoa(tc.line) + ": " + tc.want
+			if code != 1 || !strings.Contains(stderr, want) || strings.Contains(stdout, "ok") {
+				t.Fatalf("exit %d\nstderr: %s\nstdout: %s\nwant in stderr: %s", code, stderr, stdout, want)
+			}
+			if strings.Contains(stderr, "PLANTED") || strings.Contains(stderr, "warning") {
+				t.Errorf("a secret or a warning is printed: %s", stderr)
+			}
+		})
+	}
+}

@@ -1,0 +1,68 @@
+package model
+
+import (
+	"sort"
+	"strings"
+)
+
+// redactor removes secrets from text a provider or the network stack wrote: the API key and the
+// values of the configured headers (headers_env). Values shorter than minSecret are left: they
+// would blank out ordinary words, and are no secrets.
+type redactor []string
+
+// minSecret is the length under which a header value is not redacted.
+const minSecret = 4
+
+func newRedactor(values ...string) redactor {
+	var r redactor
+	for _, v := range values {
+		if len(v) >= minSecret {
+			r = append(r, v)
+		}
+	}
+	// The longest first, so that a secret containing another is removed whole.
+	sort.Slice(r, func(i, j int) bool { return len(r[i]) > len(r[j]) })
+	return r
+}
+
+func (r redactor) text(s string) string {
+	for _, v := range r {
+		s = strings.ReplaceAll(s, v, "[REDACTED]")
+	}
+	return s
+}
+
+// err returns err with every secret removed from its text; errors.Is and errors.As still see
+// the errors it wraps.
+func (r redactor) err(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if red := r.text(msg); red != msg {
+		return &redactedError{msg: red, err: err}
+	}
+	return err
+}
+
+// result removes secrets from what a provider wrote into an answer besides the model's output:
+// its error, its refusal reason and the warnings.
+func (r redactor) result(res *Result) {
+	if len(r) == 0 || res == nil {
+		return
+	}
+	res.Error = r.text(res.Error)
+	res.RefusalReason = r.text(res.RefusalReason)
+	for i, w := range res.Evidence.Warnings {
+		res.Evidence.Warnings[i] = r.text(w)
+	}
+}
+
+// redactedError is an error whose text had secrets removed.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }

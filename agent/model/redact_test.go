@@ -1,0 +1,86 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestErrorsAreRedacted checks that neither the API key nor a headers_env value reaches an
+// error a Model returns, whatever wrote it: an error object in a 2xx answer (Chat Completions,
+// Messages), a non-2xx answer echoing a header, an error chunk mid-stream; the status stays in
+// the error's chain.
+func TestErrorsAreRedacted(t *testing.T) {
+	const key, team = "sk-PLANTEDKEY-1234567890abcdef", "team-PLANTEDHDR-abcdef"
+	cases := []struct {
+		name, provider string
+		status         int
+		body           string
+		stream         bool
+	}{
+		{"chat 200 error", "openai", 200, `{"error":{"message":"invalid key ` + key + ` for ` + team + `"}}`, false},
+		{"anthropic 200 error", "anthropic", 200, `{"type":"error","error":{"type":"authentication_error","message":"bad x-api-key ` + key + ` (` + team + `)"}}`, false},
+		{"401 echoing the header", "openai", 401, `{"error":{"message":"X-Team ` + team + ` may not use key ` + key + `"}}`, false},
+		{"error chunk mid-stream", "openai", 200, "data: {\"id\":\"s\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n" +
+			`data: {"error":{"message":"boom ` + key + ` ` + team + `"}}` + "\n\n", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("MY_KEY", key)
+			f := newFakeProvider(t, answerWith(tc.status, nil, tc.body))
+			m, err := New(Settings{Provider: tc.provider, BaseURL: f.URL, APIKeyEnv: "MY_KEY", Stream: tc.stream,
+				Headers: map[string]string{"X-Team": team}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = m.Generate(context.Background(), validCall())
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if msg := err.Error(); strings.Contains(msg, key) || strings.Contains(msg, team) || !strings.Contains(msg, "[REDACTED]") {
+				t.Errorf("error %q, want the key and the header value redacted", msg)
+			}
+			if got := f.last(t).header.Get("X-Team"); got != team {
+				t.Errorf("X-Team sent %q, want %q", got, team)
+			}
+			var status *StatusError
+			if tc.status == 401 && (!errors.As(err, &status) || status.StatusCode != 401 || ErrorType(err) != "401") {
+				t.Errorf("the status is lost: %T %v", err, err)
+			}
+		})
+	}
+}
+
+// TestRedirectsAreNotFollowed checks that a provider answering with a redirect to another host
+// gets neither the key nor the headers there: the request fails, saying where it was sent and
+// to set base_url, without the redirect's query.
+func TestRedirectsAreNotFollowed(t *testing.T) {
+	t.Setenv("MY_KEY", "sk-redirect-key")
+	other := newFakeProvider(t, chatAnswer("m", "stolen", 1, 1))
+	f := newFakeProvider(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/v1/chat/completions?token=QUERY-SECRET", http.StatusTemporaryRedirect)
+	})
+	m, err := New(Settings{Provider: "anthropic", BaseURL: f.URL, APIKeyEnv: "MY_KEY", Headers: map[string]string{"X-Team": "team-secret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Generate(context.Background(), validCall())
+	if other.count() != 0 {
+		t.Fatalf("the redirect was followed: the other host got %d requests", other.count())
+	}
+	host := strings.TrimPrefix(other.URL, "http://")
+	if err == nil || !strings.Contains(err.Error(), "HTTP 307") || !strings.Contains(err.Error(), "redirected the request to http://"+host) ||
+		!strings.Contains(err.Error(), "set llm.base_url to the final address") || strings.Contains(err.Error(), "QUERY-SECRET") {
+		t.Fatalf("err %v", err)
+	}
+	if f.count() != 1 {
+		t.Errorf("%d requests, want 1 (a redirect is not retried)", f.count())
+	}
+	// A client of the caller's own keeps its other settings but does not follow either.
+	tr := &Transport{BaseURL: f.URL, Client: &http.Client{}, MaxAttempts: 1}
+	if _, _, err := tr.Do(context.Background(), []byte(`{}`)); err == nil || other.count() != 0 {
+		t.Fatalf("err %v, other host got %d", err, other.count())
+	}
+}
