@@ -211,3 +211,20 @@ func TestEmptyAnswerIsNotPrintedAsAnAnswer(t *testing.T) {
 		t.Errorf("end event %+v", end)
 	}
 }
+
+// TestWhiteSpaceAnswerIsNoAnswer checks that an answer of white space alone, block_empty_answers
+// off, ends like an empty one: answered with no answer, never printed as the model's words.
+func TestWhiteSpaceAnswerIsNoAnswer(t *testing.T) {
+	m, err := model.NewScripted(model.ScriptedSettings{Replies: []model.Reply{{Text: "  \n\t "}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := newRunner(m, &fakeCaller{}, Options{})
+	rep, err := r.Run(context.Background(), "anything else?")
+	if err != nil || rep.Exit != ExitAnswered || rep.Answer != "" || !strings.Contains(rep.Reason, "block_empty_answers") {
+		t.Fatalf("report %+v, %v", rep, err)
+	}
+	if out := r.Out.(*bytes.Buffer).String(); strings.Contains(out, "  model:") || !strings.Contains(out, "ended without an answer") {
+		t.Errorf("printed:\n%s", out)
+	}
+}

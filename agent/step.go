@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mcp-gateway/mcp-gateway/agent/model"
@@ -104,7 +105,8 @@ func (rn *run) step(ctx context.Context, call *model.Call, step int) (*Report, e
 // answered, or guard_blocked without the answer, or answered with nothing to add.
 func (rn *run) final(ctx context.Context, res *model.Result, sv *stepView, reasoning string) (*Report, error) {
 	text := res.Text()
-	if text == "" {
+	if strings.TrimSpace(text) == "" {
+		// Only white space is no answer either; it is not printed as if the model said something.
 		sv.show("", reasoning, false)
 		rn.report.Answer = ""
 		return rn.end(ExitAnswered, "the model gave no text and no tool calls "+
