@@ -62,8 +62,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	rep := checkReport{Problems: []string{}, Warnings: []string{}, Notes: []string{}, StopTools: []string{}, InspectionTools: []string{}}
 	rep.File, _ = fs.configPath()
-	// The model provider is built as mcp-gateway agent builds it, and its problems are listed
-	// with the file's, at their lines, even when another section has problems too.
+	// The model provider is built as mcp-gateway agent builds it, and the guards as serve builds
+	// them; their problems are listed with the file's, at their lines, even when another
+	// section has problems too.
 	var llmWarnings []string
 	cfg, err := fs.readConfigWith(config.Options{CheckLLM: func(l *config.LLM) []config.LLMProblem {
 		problems, unset := agent.CheckLLM(l, os.Getenv)
@@ -72,7 +73,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				rep.File, l.Line(u.Key), u.Key, u.Msg))
 		}
 		return problems
-	}})
+	}, CheckGuardrails: gateway.CheckGuards}) // the guards are built in the same pass: their problems are listed with the rest
 	var cerr *config.Errors
 	switch {
 	case errors.As(err, &cerr):
@@ -88,13 +89,8 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rep.Problems, rep.Warnings = append(rep.Problems, tlsProblems...), append(rep.Warnings, tlsWarnings...)
 	rep.Problems = append(rep.Problems, gateway.CheckApprovals(cfg)...) // judge (issue 21): approvals.use callback, which this binary cannot serve
 	engine, err := gateway.CompilePolicies(cfg)
-	_, guardErr := gateway.BuildGuards(cfg)
-	if err != nil || guardErr != nil {
-		for _, e := range []error{err, guardErr} {
-			if e != nil {
-				rep.Problems = append(rep.Problems, lines(e)...)
-			}
-		}
+	if err != nil {
+		rep.Problems = append(rep.Problems, lines(err)...)
 		return printCheck(stdout, stderr, fs.output(), rep)
 	}
 	ex := checkExemptTools(ctx, cfg, o)
