@@ -51,10 +51,11 @@ type checkReport struct {
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("check", "check [-c FILE] [-o table|json|jsonl] [--addr HOST:PORT] [--token TOKEN]\n\n"+
-		"Loads the config and checks it without starting anything: every problem with its line (the\n"+
-		"llm section's too: the agent's model provider is built as mcp-gateway agent builds it), the\n"+
-		"stop and inspection tools verified against what the gateway has seen (the running gateway's\n"+
-		"catalog, else the pins in the state file). Exit 1 when the config has a problem.", stdout, stderr)
+		"Loads the config and checks it without starting anything: every problem with its line, in one\n"+
+		"pass (the guards are built as serve builds them, the agent's model provider as mcp-gateway\n"+
+		"agent builds it), the stop and inspection tools verified against what the gateway has seen\n"+
+		"(the running gateway's catalog, else the pins in the state file). Exit 1 when the config has\n"+
+		"a problem.", stdout, stderr)
 	o := addOpsFlags(fs)
 	fs.addOutput()
 	if err := fs.parseNone(args); err != nil {
