@@ -42,6 +42,10 @@ type decoder struct {
 	// ("" for the section itself), so that Options.CheckLLM's problems about the same settings
 	// are left out.
 	llmErrors []string
+	// guardErrors are the paths of the problems found in the guardrails section
+	// ("guardrails.output[0].id"), so that Options.CheckGuardrails' problems about the same
+	// settings are left out.
+	guardErrors []string
 }
 
 // source is what the file said for one struct, map or slice.
@@ -130,9 +134,8 @@ func (l location) index(i int, label string) location {
 	return l
 }
 
-// llmPath is the path of l inside the llm section (LLM.Line's: "rules[0].reply.text"), and
-// whether l is inside it.
-func (l location) llmPath() (string, bool) {
+// plain is l's full path without the elements' labels: "servers[1].tools.include[0]".
+func (l location) plain() string {
 	p := l.path
 	if head := l.head; head != "" {
 		if i := strings.LastIndex(head, " ("); i >= 0 && strings.HasSuffix(head, ")") {
@@ -143,6 +146,13 @@ func (l location) llmPath() (string, bool) {
 		}
 		p = head + p
 	}
+	return p
+}
+
+// llmPath is the path of l inside the llm section (LLM.Line's: "rules[0].reply.text"), and
+// whether l is inside it.
+func (l location) llmPath() (string, bool) {
+	p := l.plain()
 	switch {
 	case p == "llm":
 		return "", true
@@ -171,6 +181,9 @@ func newDecoder(file string) *decoder {
 func (d *decoder) errorf(line int, loc location, format string, args ...any) {
 	if p, ok := loc.llmPath(); ok {
 		d.llmErrors = append(d.llmErrors, p)
+	}
+	if p := loc.plain(); strings.HasPrefix(p, "guardrails.") {
+		d.guardErrors = append(d.guardErrors, p)
 	}
 	if where := loc.String(); where != "" {
 		format = "%s: " + format

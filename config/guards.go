@@ -1,6 +1,9 @@
 package config
 
 import (
+	"strconv"
+	"strings"
+
 	"go.yaml.in/yaml/v3"
 )
 
@@ -63,4 +66,71 @@ func (d *decoder) checkGuardrails(cfg *Config) {
 			}
 		}
 	}
+}
+
+// GuardrailProblem is a problem of one guard entry found beyond what Parse checks itself
+// (Options.CheckGuardrails): a guard's settings, its stage, the llm section a judge needs.
+type GuardrailProblem struct {
+	// Stage and Index name the entry: its stage's key ("output") and its place in that list.
+	Stage string
+	Index int
+	// Key is the entry's own setting the problem is about ("id", "use", "where.when"; "" for
+	// the guard's settings, which loading does not check).
+	Key string
+	// LLMKey is the setting of the llm section the problem depends on ("provider", "aliases"),
+	// if any.
+	LLMKey string
+	// Line is the problem's line (0: the entry's), Msg the problem as printed after
+	// "FILE:LINE: " ("guard ID: …").
+	Line int
+	Msg  string
+}
+
+// guardrailProblems reports the problems of check, leaving out those loading already reported:
+// of an entry that is not a mapping, of a setting of the entry that did not decode (it is left
+// zero, which would only repeat the problem), of the llm setting a problem depends on.
+func (d *decoder) guardrailProblems(cfg *Config, check func(*Config) []GuardrailProblem) {
+	top := d.src[cfg]
+	if top == nil || d.src[&cfg.Guardrails] == nil {
+		return
+	}
+	llmBroken := top.given("llm") && d.src[&cfg.LLM] == nil // reported: not a mapping
+	stages := cfg.Guardrails.Stages()
+	for _, p := range check(cfg) {
+		var g *Guard
+		if list := stages[p.Stage]; p.Index >= 0 && p.Index < len(list) {
+			g = &list[p.Index]
+		}
+		if p.LLMKey != "" && (llmBroken || d.reportedInLLM(p.LLMKey)) || g != nil && d.reportedInGuard(p, g) {
+			continue
+		}
+		line := p.Line
+		if line == 0 && g != nil {
+			line = g.Line
+		}
+		if line == 0 {
+			line = d.src[&cfg.Guardrails].line
+		}
+		d.errs.add(d.file, line, "%s", p.Msg)
+	}
+}
+
+// reportedInGuard reports whether loading already reported a problem that p would repeat: the
+// entry g is not a mapping, or the setting p is about (or one inside it or around it) did not
+// decode. A problem of the entry itself (a duplicate key) does not count.
+func (d *decoder) reportedInGuard(p GuardrailProblem, g *Guard) bool {
+	if d.src[g] == nil {
+		return true
+	}
+	if p.Key == "" {
+		return false
+	}
+	entry := "guardrails." + p.Stage + "[" + strconv.Itoa(p.Index) + "]."
+	key := entry + p.Key
+	for _, e := range d.guardErrors {
+		if strings.HasPrefix(e, entry) && (related(e, key) || related(key, e)) {
+			return true
+		}
+	}
+	return false
 }

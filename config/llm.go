@@ -107,6 +107,13 @@ type Options struct {
 	// as "llm.<Key>: <Msg>". mcp-gateway check and agent build the model provider with it
 	// (agent.CheckLLM), so that its problems are listed with the file's, in one pass.
 	CheckLLM func(l *LLM) []LLMProblem
+	// CheckGuardrails, when set, is called with the decoded config once the guardrails section
+	// has been decoded as a mapping (whatever the other sections' problems); each problem it
+	// returns is reported with the others, at its line, unless loading already reported one
+	// about the same setting of the same entry, or about the llm setting it depends on.
+	// mcp-gateway check builds the guards with it (gateway.CheckGuards), so that a guard's
+	// problems are listed with the file's, in one pass.
+	CheckGuardrails func(cfg *Config) []GuardrailProblem
 }
 
 // LLMPrice is a model's price in USD per million tokens (agent/model.Price).

@@ -64,6 +64,9 @@ func ParseWith(path string, data []byte, o Options) (*Config, error) {
 				d.errorf(cfg.LLM.Line(p.Key), loc, "%s", p.Msg)
 			}
 		}
+		if o.CheckGuardrails != nil {
+			d.guardrailProblems(cfg, o.CheckGuardrails)
+		}
 	}
 	if len(d.errs.List) > 0 {
 		d.errs.sort()
@@ -194,13 +197,15 @@ func (d *decoder) decodeRoot(root *yaml.Node, cfg *Config) bool {
 // with one inside it or around it (a value that did not decode leaves its setting zero, which
 // would only repeat the problem). Problems of the section itself (an unknown key) do not count.
 func (d *decoder) reportedInLLM(path string) bool {
-	related := func(outer, inner string) bool {
-		return strings.HasPrefix(inner, outer) && (len(inner) == len(outer) || inner[len(outer)] == '.' || inner[len(outer)] == '[')
-	}
 	for _, e := range d.llmErrors {
 		if e != "" && (related(e, path) || related(path, e)) {
 			return true
 		}
 	}
 	return false
+}
+
+// related reports whether the setting at path inner is the one at outer or inside it.
+func related(outer, inner string) bool {
+	return strings.HasPrefix(inner, outer) && (len(inner) == len(outer) || inner[len(outer)] == '.' || inner[len(outer)] == '[')
 }

@@ -26,11 +26,38 @@ type GuardSets struct {
 // BuildGuards compiles the guardrails of cfg, every stage, reporting every problem with file
 // and line. A `where.when` expression is compiled as CEL over `server` and `tool`.
 func BuildGuards(cfg *config.Config) (*GuardSets, error) {
+	sets, r := buildGuards(cfg)
+	if len(r.text) > 0 {
+		return nil, errors.New(strings.Join(r.text, "\n"))
+	}
+	return sets, nil
+}
+
+// CheckGuards is every problem BuildGuards finds in the guardrails of cfg, each with its entry,
+// line and setting, for config.Options.CheckGuardrails: mcp-gateway check lists them with the
+// file's other problems, in one pass, even when another section has problems too.
+func CheckGuards(cfg *config.Config) []config.GuardrailProblem {
+	_, r := buildGuards(cfg)
+	return r.problems
+}
+
+// guardReport is what buildGuards found: each problem as BuildGuards prints it, and each as
+// CheckGuards returns it.
+type guardReport struct {
+	text     []string
+	problems []config.GuardrailProblem
+}
+
+// specKeys are the guards.Problem keys the config writes under other names.
+var specKeys = map[string]string{"servers": "where.servers", "tools": "where.tools"}
+
+func buildGuards(cfg *config.Config) (*GuardSets, guardReport) {
 	var sets GuardSets
-	var errs []string
+	var r guardReport
 	build := func(stage guards.Stage, list []config.Guard) *guards.Set {
 		specs := make([]guards.Spec, 0, len(list))
-		for _, g := range list {
+		index := make([]int, 0, len(list)) // of each spec's entry in list
+		for i, g := range list {
 			spec := guards.Spec{
 				ID: g.ID, Use: g.Use, Action: guards.Action(g.Action), Mode: g.Mode,
 				Servers: g.Where.Servers, Tools: g.Where.Tools, Parallel: g.Parallel, FailMode: g.FailMode,
@@ -39,16 +66,33 @@ func BuildGuards(cfg *config.Config) (*GuardSets, error) {
 			if g.Where.When != "" {
 				when, err := compileWhen(g)
 				if err != nil {
-					errs = append(errs, err.Error())
+					r.text = append(r.text, err.Error())
+					r.problems = append(r.problems, whenProblems(stage, i, g, err)...)
 					continue
 				}
 				spec.When = when
 			}
 			specs = append(specs, spec)
+			index = append(index, i)
 		}
 		set, err := guards.Build(stage, specs)
 		if err != nil {
-			errs = append(errs, err.Error())
+			r.text = append(r.text, err.Error())
+			var be *guards.BuildError
+			if errors.As(err, &be) {
+				for _, p := range be.Problems {
+					entry := -1
+					if p.Entry >= 0 && p.Entry < len(index) {
+						entry = index[p.Entry]
+					}
+					key := p.Key
+					if k, ok := specKeys[key]; ok {
+						key = k
+					}
+					r.problems = append(r.problems, config.GuardrailProblem{Stage: string(stage), Index: entry, Key: key, Line: p.Line,
+						Msg: guards.Problem{Guard: p.Guard, Msg: p.Msg}.Error()})
+				}
+			}
 		}
 		return set
 	}
@@ -59,42 +103,75 @@ func BuildGuards(cfg *config.Config) (*GuardSets, error) {
 	sets.UpstreamContent = build(guards.StageUpstreamContent, g.UpstreamContent)
 	sets.Input = build(guards.StageInput, g.Input)
 	sets.Output = build(guards.StageOutput, g.Output)
-	errs = append(errs, judgeProblems(cfg)...)
-	if len(errs) > 0 {
-		return nil, errors.New(strings.Join(errs, "\n"))
+	for _, p := range judgeProblems(cfg) {
+		file := g.Stages()[p.Stage][p.Index].File
+		r.text = append(r.text, config.Error{File: file, Line: p.Line, Msg: p.Msg}.Error())
+		r.problems = append(r.problems, p)
 	}
-	return &sets, nil
+	if len(r.text) > 0 {
+		return nil, r
+	}
+	return &sets, r
+}
+
+// whenProblems are the problems of a guard's where.when that compileWhen returned as err, one
+// for each of the expression's problems, at its line.
+func whenProblems(stage guards.Stage, i int, g config.Guard, err error) []config.GuardrailProblem {
+	at := func(line int, msg string) config.GuardrailProblem {
+		return config.GuardrailProblem{Stage: string(stage), Index: i, Key: "where.when", Line: line,
+			Msg: guards.Problem{Guard: g.ID, Msg: "where.when: " + msg}.Error()}
+	}
+	var ps *policies.Problems
+	if !errors.As(err, &ps) {
+		return []config.GuardrailProblem{at(g.Line, strings.TrimPrefix(err.Error(), "guard "+g.ID+": where.when: "))}
+	}
+	out := make([]config.GuardrailProblem, 0, len(ps.List))
+	for _, p := range ps.List {
+		line := p.Line
+		if line == 0 {
+			line = g.Line
+		}
+		out = append(out, at(line, p.Msg))
+	}
+	return out
 }
 
 // judgeProblems is what of the llm section the llm.judge guards of the input and output stages
 // (the only ones they run in) need and do not have: a model provider, and the alias their model
-// setting names. Each is "FILE:LINE: guard ID: llm.judge: …" like the guards' own problems.
-func judgeProblems(cfg *config.Config) []string {
-	var problems []string
-	for _, g := range slices.Concat(cfg.Guardrails.Input, cfg.Guardrails.Output) {
-		if g.Use != "llm.judge" {
-			continue
+// setting names. Each Msg is "guard ID: llm.judge: …" like the guards' own problems.
+func judgeProblems(cfg *config.Config) []config.GuardrailProblem {
+	var problems []config.GuardrailProblem
+	for _, stage := range []guards.Stage{guards.StageInput, guards.StageOutput} {
+		list := cfg.Guardrails.Input
+		if stage == guards.StageOutput {
+			list = cfg.Guardrails.Output
 		}
-		at := func(line int, format string, args ...any) {
-			problems = append(problems, guards.Problem{File: g.File, Line: line, Guard: g.ID, Msg: "llm.judge: " + fmt.Sprintf(format, args...)}.Error())
+		for i, g := range list {
+			if g.Use != "llm.judge" {
+				continue
+			}
+			at := func(llmKey string, line int, format string, args ...any) {
+				problems = append(problems, config.GuardrailProblem{Stage: string(stage), Index: i, LLMKey: llmKey, Line: line,
+					Msg: guards.Problem{Guard: g.ID, Msg: "llm.judge: " + fmt.Sprintf(format, args...)}.Error()})
+			}
+			if cfg.LLM.Provider == "" && (g.Enabled == nil || *g.Enabled) {
+				at("provider", g.Line, "the judge needs a model: set llm.provider, or remove the guard")
+			}
+			alias, line := judgeModel(g)
+			if alias == "" {
+				continue
+			}
+			if _, ok := cfg.LLM.Aliases[alias]; ok {
+				continue
+			}
+			if len(cfg.LLM.Aliases) == 0 {
+				at("aliases", line, "model %q is not an alias of the llm section, which defines none: add it to llm.aliases, or leave model out to use the llm section's model", alias)
+				continue
+			}
+			names := slices.Sorted(maps.Keys(cfg.LLM.Aliases))
+			at("aliases", line, "model %q is not an alias of the llm section (llm.aliases: %s): add it there, or leave model out to use the llm section's model",
+				alias, strings.Join(names, ", "))
 		}
-		if cfg.LLM.Provider == "" && (g.Enabled == nil || *g.Enabled) {
-			at(g.Line, "the judge needs a model: set llm.provider, or remove the guard")
-		}
-		alias, line := judgeModel(g)
-		if alias == "" {
-			continue
-		}
-		if _, ok := cfg.LLM.Aliases[alias]; ok {
-			continue
-		}
-		if len(cfg.LLM.Aliases) == 0 {
-			at(line, "model %q is not an alias of the llm section, which defines none: add it to llm.aliases, or leave model out to use the llm section's model", alias)
-			continue
-		}
-		names := slices.Sorted(maps.Keys(cfg.LLM.Aliases))
-		at(line, "model %q is not an alias of the llm section (llm.aliases: %s): add it there, or leave model out to use the llm section's model",
-			alias, strings.Join(names, ", "))
 	}
 	return problems
 }

@@ -17,6 +17,13 @@ type Problem struct {
 	Guard string
 	// Msg says what is wrong and, where it helps, what would be valid.
 	Msg string
+	// Entry is the index of the entry in the specs given to Build (-1 for a problem of the
+	// stage itself), and Key the entry's own setting the problem is about ("id", "use",
+	// "action", "mode", "fail_mode", "timeout", "servers", "tools"; "" for the guard's own
+	// settings), so that a caller that already reported a problem of that setting can leave
+	// this one out.
+	Entry int
+	Key   string
 }
 
 // Error formats the problem as "FILE:LINE: guard ID: message".

@@ -133,22 +133,23 @@ func Build(stage Stage, specs []Spec) (*Set, error) {
 		for i, s := range allStages {
 			names[i] = string(s)
 		}
-		return nil, &BuildError{[]Problem{{Msg: fmt.Sprintf("unknown stage %q%s", stage, suggestion(string(stage), names))}}}
+		return nil, &BuildError{[]Problem{{Msg: fmt.Sprintf("unknown stage %q%s", stage, suggestion(string(stage), names)), Entry: -1}}}
 	}
 	set := &Set{stage: stage}
 	var problems []Problem
 	firstLine := map[string]int{}
-	for _, sp := range specs {
-		add := func(line int, format string, args ...any) {
+	for i, sp := range specs {
+		about := func(key string, line int, format string, args ...any) {
 			if line == 0 {
 				line = sp.Line
 			}
-			problems = append(problems, Problem{File: sp.File, Line: line, Guard: sp.ID, Msg: fmt.Sprintf(format, args...)})
+			problems = append(problems, Problem{File: sp.File, Line: line, Guard: sp.ID, Msg: fmt.Sprintf(format, args...), Entry: i, Key: key})
 		}
+		add := func(line int, format string, args ...any) { about("", line, format, args...) }
 		if sp.ID == "" {
-			add(0, "needs an id")
+			about("id", 0, "needs an id")
 		} else if line, dup := firstLine[sp.ID]; dup {
-			add(0, "id %q is used twice in %s (first at line %d)", sp.ID, stage, line)
+			about("id", 0, "id %q is used twice in %s (first at line %d)", sp.ID, stage, line)
 		} else {
 			firstLine[sp.ID] = sp.Line
 		}
@@ -156,33 +157,33 @@ func Build(stage Stage, specs []Spec) (*Set, error) {
 		switch sp.Action {
 		case ActionNone, ActionBlock, ActionRedact, ActionEscalate:
 		default:
-			add(0, "unknown action %q%s", sp.Action, suggestion(string(sp.Action), []string{"block", "redact", "escalate"}))
+			about("action", 0, "unknown action %q%s", sp.Action, suggestion(string(sp.Action), []string{"block", "redact", "escalate"}))
 		}
 		switch sp.Mode {
 		case "", ModeEnforce:
 		case ModeLogOnly:
 			e.logOnly = true
 		default:
-			add(0, "unknown mode %q%s", sp.Mode, suggestion(sp.Mode, []string{ModeEnforce, ModeLogOnly}))
+			about("mode", 0, "unknown mode %q%s", sp.Mode, suggestion(sp.Mode, []string{ModeEnforce, ModeLogOnly}))
 		}
 		switch sp.FailMode {
 		case "", FailClosed:
 		case FailOpen:
 			e.failOpen = true
 		default:
-			add(0, "unknown fail_mode %q%s", sp.FailMode, suggestion(sp.FailMode, []string{FailClosed, FailOpen}))
+			about("fail_mode", 0, "unknown fail_mode %q%s", sp.FailMode, suggestion(sp.FailMode, []string{FailClosed, FailOpen}))
 		}
 		if sp.Timeout < 0 {
-			add(0, "timeout must not be negative")
+			about("timeout", 0, "timeout must not be negative")
 		}
 		for _, g := range sp.Servers {
 			if _, err := path.Match(g, ""); err != nil {
-				add(0, "bad servers glob %q: %v", g, err)
+				about("servers", 0, "bad servers glob %q: %v", g, err)
 			}
 		}
 		for _, g := range sp.Tools {
 			if _, err := path.Match(g, ""); err != nil {
-				add(0, "bad tools glob %q: %v", g, err)
+				about("tools", 0, "bad tools glob %q: %v", g, err)
 			}
 		}
 		e.servers, e.tools = slices.Clone(sp.Servers), slices.Clone(sp.Tools)
@@ -190,9 +191,9 @@ func Build(stage Stage, specs []Spec) (*Set, error) {
 		factory, known := registry[sp.Use]
 		if !known {
 			if sp.Use == "" {
-				add(0, "needs use: one of %s", strings.Join(Uses(), ", "))
+				about("use", 0, "needs use: one of %s", strings.Join(Uses(), ", "))
 			} else {
-				add(0, "unknown guard %q%s", sp.Use, suggestion(sp.Use, Uses()))
+				about("use", 0, "unknown guard %q%s", sp.Use, suggestion(sp.Use, Uses()))
 			}
 			continue
 		}
@@ -213,12 +214,12 @@ func Build(stage Stage, specs []Spec) (*Set, error) {
 			for _, s := range g.Stages() {
 				names = append(names, string(s))
 			}
-			add(0, "%s cannot run in stage %s; it runs in %s", sp.Use, stage, strings.Join(names, ", "))
+			about("use", 0, "%s cannot run in stage %s; it runs in %s", sp.Use, stage, strings.Join(names, ", "))
 			continue
 		}
 		if r, ok := g.(actionRefuser); ok {
 			if msg := r.refuseAction(sp.Action); msg != "" {
-				add(0, "%s: %s", sp.Use, msg)
+				about("action", 0, "%s: %s", sp.Use, msg)
 				continue
 			}
 		}

@@ -76,6 +76,44 @@ func TestBuildReportsEveryProblemWithItsLine(t *testing.T) {
 	}
 }
 
+// Each problem names its entry and the entry's own setting it is about, so that a loader that
+// already reported that setting can leave it out; a guard's own settings name none.
+func TestBuildProblemsNameTheirEntryAndSetting(t *testing.T) {
+	src := `- id: a
+  use: regex.deny
+  patterns: ['(unclosed']
+- id: a
+  use: pii.regx
+- use: size.limit
+  max_bytes: 10
+- id: shadow
+  use: topic.deny
+  mode: shadow
+  action: stop
+  fail_mode: maybe
+  timeout: -1s
+  where: {servers: ["[arm"], tools: ["[x"]}
+  topics: {legal: [lawsuit]}
+`
+	_, err := Build(StageToolResult, specsFromYAML(t, "cell.yaml", src))
+	var be *BuildError
+	if !errors.As(err, &be) {
+		t.Fatalf("want a *BuildError, got %v", err)
+	}
+	type about struct {
+		entry int
+		key   string
+	}
+	var got []about
+	for _, p := range be.Problems {
+		got = append(got, about{p.Entry, p.Key})
+	}
+	want := []about{{0, ""}, {1, "id"}, {1, "use"}, {2, "id"}, {3, "action"}, {3, "mode"}, {3, "fail_mode"}, {3, "timeout"}, {3, "servers"}, {3, "tools"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("problems are about %v, want %v:\n%v", got, want, err)
+	}
+}
+
 func TestBuildSettingValues(t *testing.T) {
 	for _, tt := range []struct{ src, want string }{
 		{"- {id: p, use: pii.regex, entities: [EMAIL, PHONES]}", `guards.yaml:1: guard p: pii.regex: unknown entity "PHONES" (did you mean "PHONE"?)`},

@@ -51,10 +51,11 @@ type checkReport struct {
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("check", "check [-c FILE] [-o table|json|jsonl] [--addr HOST:PORT] [--token TOKEN]\n\n"+
-		"Loads the config and checks it without starting anything: every problem with its line (the\n"+
-		"llm section's too: the agent's model provider is built as mcp-gateway agent builds it), the\n"+
-		"stop and inspection tools verified against what the gateway has seen (the running gateway's\n"+
-		"catalog, else the pins in the state file). Exit 1 when the config has a problem.", stdout, stderr)
+		"Loads the config and checks it without starting anything: every problem with its line, in one\n"+
+		"pass (the guards are built as serve builds them, the agent's model provider as mcp-gateway\n"+
+		"agent builds it), the stop and inspection tools verified against what the gateway has seen\n"+
+		"(the running gateway's catalog, else the pins in the state file). Exit 1 when the config has\n"+
+		"a problem.", stdout, stderr)
 	o := addOpsFlags(fs)
 	fs.addOutput()
 	if err := fs.parseNone(args); err != nil {
@@ -62,8 +63,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	rep := checkReport{Problems: []string{}, Warnings: []string{}, Notes: []string{}, StopTools: []string{}, InspectionTools: []string{}}
 	rep.File, _ = fs.configPath()
-	// The model provider is built as mcp-gateway agent builds it, and its problems are listed
-	// with the file's, at their lines, even when another section has problems too.
+	// The model provider is built as mcp-gateway agent builds it, and the guards as serve builds
+	// them; their problems are listed with the file's, at their lines, even when another
+	// section has problems too.
 	var llmWarnings []string
 	cfg, err := fs.readConfigWith(config.Options{CheckLLM: func(l *config.LLM) []config.LLMProblem {
 		problems, unset := agent.CheckLLM(l, os.Getenv)
@@ -72,7 +74,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				rep.File, l.Line(u.Key), u.Key, u.Msg))
 		}
 		return problems
-	}})
+	}, CheckGuardrails: gateway.CheckGuards}) // the guards are built in the same pass: their problems are listed with the rest
 	var cerr *config.Errors
 	switch {
 	case errors.As(err, &cerr):
@@ -88,13 +90,8 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rep.Problems, rep.Warnings = append(rep.Problems, tlsProblems...), append(rep.Warnings, tlsWarnings...)
 	rep.Problems = append(rep.Problems, gateway.CheckApprovals(cfg)...) // judge (issue 21): approvals.use callback, which this binary cannot serve
 	engine, err := gateway.CompilePolicies(cfg)
-	_, guardErr := gateway.BuildGuards(cfg)
-	if err != nil || guardErr != nil {
-		for _, e := range []error{err, guardErr} {
-			if e != nil {
-				rep.Problems = append(rep.Problems, lines(e)...)
-			}
-		}
+	if err != nil {
+		rep.Problems = append(rep.Problems, lines(err)...)
 		return printCheck(stdout, stderr, fs.output(), rep)
 	}
 	ex := checkExemptTools(ctx, cfg, o)
