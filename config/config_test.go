@@ -1082,3 +1082,12 @@ guardrails:
 		t.Fatalf("settings = %+v, %v", settings, err)
 	}
 }
+
+// TestUnknownKeyMessageOfASectionWithoutANoun checks the unknown-key message of a section whose
+// type has no noun (guardrails): one space before the hint, none doubled.
+func TestUnknownKeyMessageOfASectionWithoutANoun(t *testing.T) {
+	_, err := Parse("cell.yaml", []byte("servers:\n  - name: robot\n    command: robot\nguardrails:\n  outptu: []\n"))
+	if err == nil || !strings.Contains(err.Error(), `guardrails: unknown key "outptu" (did you mean "output"?)`) || strings.Contains(err.Error(), "  ") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -487,7 +487,11 @@ func (d *decoder) unknownKey(e entry, t reflect.Type, known []string, loc locati
 	if c := suggest.Closest(e.name, known); c != "" {
 		hint = fmt.Sprintf(" (did you mean %q?)", c)
 	}
-	d.errorf(e.line, loc, "unknown key %q %s%s; known keys: %s", truncate(e.name), nouns[t], hint, knownList)
+	where := ""
+	if n := nouns[t]; n != "" {
+		where = " " + n
+	}
+	d.errorf(e.line, loc, "unknown key %q%s%s; known keys: %s", truncate(e.name), where, hint, knownList)
 }
 
 func (d *decoder) typeError(n *yaml.Node, t reflect.Type, loc location) {
