@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/mcp-gateway/mcp-gateway/internal/envname"
 	"github.com/mcp-gateway/mcp-gateway/internal/suggest"
 )
 
@@ -314,9 +315,9 @@ func (d *decoder) checkHeadersEnv(m map[string]string, headers *source, loc loca
 		if !headerNameRE.MatchString(name) {
 			d.errorf(e.line, loc, "%q is not an HTTP header name", truncate(name))
 		}
-		if v := m[name]; e.ok && !envNameRE.MatchString(v) {
+		if v := m[name]; e.ok && !envname.Valid(v) {
 			// The value is not repeated: it may be the secret itself, written here by mistake.
-			d.errorf(e.value.Line, loc.field(name), "must name the environment variable holding the header's value (letters, digits and _, not starting with a digit), never the value itself")
+			d.errorf(e.value.Line, loc.field(name), "must name the environment variable holding the header's value (letters, digits and _, not starting with a digit, and not shaped like a key), never the value itself")
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/mcp-gateway/mcp-gateway/internal/envname"
 )
 
 // Defaults of the agent options in the llm section.
@@ -192,9 +194,9 @@ func (d *decoder) checkLLM(cfg *Config) {
 	if src.valid("timeout") && l.Timeout < 0 {
 		d.errorf(src.valueLine("timeout"), loc.field("timeout"), "must not be negative")
 	}
-	if src.valid("api_key_env") && l.APIKeyEnv != "" && !envNameRE.MatchString(l.APIKeyEnv) {
+	if src.valid("api_key_env") && l.APIKeyEnv != "" && !envname.Valid(l.APIKeyEnv) {
 		// The value is not repeated: it may be the key itself, written here by mistake.
-		d.errorf(src.valueLine("api_key_env"), loc.field("api_key_env"), "does not look like an environment variable name (letters, digits and _, not starting with a digit); "+
+		d.errorf(src.valueLine("api_key_env"), loc.field("api_key_env"), "does not look like an environment variable name (letters, digits and _, not starting with a digit, and not shaped like a key); "+
 			"the API key belongs in the environment, never in the file: put it in a variable and name the variable here")
 	}
 	if src.valid("base_url") && l.BaseURL != "" {

@@ -193,7 +193,7 @@ llm:
       cost_usd: .inf
 `)
 	assertReported(t, errs, []want{
-		{4, "llm.api_key_env: does not look like an environment variable name (letters, digits and _, not starting with a digit); the API key belongs in the environment"},
+		{4, "llm.api_key_env: does not look like an environment variable name (letters, digits and _, not starting with a digit, and not shaped like a key); the API key belongs in the environment"},
 		{5, "llm.base_url: must start with http:// or https://"},
 		{6, "llm.max_cost_usd: must be a finite number, got NaN"},
 		{7, "llm.temperature: must be a finite number, got +Inf"},

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcp-gateway/mcp-gateway/internal/envname"
 	"github.com/mcp-gateway/mcp-gateway/internal/suggest"
 )
 
@@ -29,17 +30,14 @@ var (
 // headerNameRE is an HTTP field name (RFC 9110 token).
 var headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
-// envNameRE is an environment variable name, as the config's loader checks one.
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 // IsEnvName reports whether name is an environment variable name (letters, digits and _, not
-// starting with a digit).
-func IsEnvName(name string) bool { return envNameRE.MatchString(name) }
+// starting with a digit) that does not look like a key written in its place (envname.Valid).
+func IsEnvName(name string) bool { return envname.Valid(name) }
 
 // NotAVariable is the problem of an api_key_env or headers_env value that is not an
 // environment variable name, most often the secret itself written in its place; it never
 // repeats the value.
-const NotAVariable = "does not look like an environment variable name (letters, digits and _, not starting with a digit); " +
+const NotAVariable = "does not look like an environment variable name (letters, digits and _, not starting with a digit, and not shaped like a key); " +
 	"keys and header values belong in the environment, never in the file: put the value in a variable and name the variable here"
 
 func (w wire) String() string {
@@ -168,7 +166,7 @@ type only struct {
 // generic ones, then that each setting given is one this provider takes,
 // then the values of those only it takes.
 func (p *problems) checkHTTP(s Settings, name string, d providerDefaults) {
-	if s.APIKeyEnv != "" && !envNameRE.MatchString(s.APIKeyEnv) {
+	if s.APIKeyEnv != "" && !IsEnvName(s.APIKeyEnv) {
 		p.add("api_key_env", "%s", NotAVariable)
 	}
 	if s.MaxTokens < 0 {

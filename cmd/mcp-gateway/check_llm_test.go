@@ -152,6 +152,10 @@ func TestCheckFindsWhatUsedToPrintOK(t *testing.T) {
 	}{
 		{"key in api_key_env", "  provider: openai\n  api_key_env: sk-proj-PLANTED-1\n", 6,
 			"llm.api_key_env: does not look like an environment variable name"},
+		{"key shaped like a variable name in api_key_env", "  provider: openai\n  api_key_env: gsk_PLANTEDLITERAL0123456789abcdefXYZ\n", 6,
+			"llm.api_key_env: does not look like an environment variable name"},
+		{"key shaped like a variable name in headers_env", "  provider: openai\n  headers_env: {X-Team: hf_PLANTEDaBcDeFgHiJkLmNoPqRsT012345}\n", 6,
+			"llm.headers_env.X-Team: must name the environment variable holding the header's value"},
 		{"base_url without a scheme", "  provider: openai\n  base_url: litellm:4000\n", 6, "llm.base_url: must start with http:// or https://"},
 		{"base_url ftp", "  provider: openai\n  base_url: ftp://x\n", 6, "llm.base_url: must start with http:// or https://"},
 		{"base_url unparsable", "  provider: openai\n  base_url: \"http://[::1\"\n", 6, "llm.base_url: is not a valid URL"},
