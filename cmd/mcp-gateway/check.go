@@ -127,10 +127,12 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // loadAgentConfig is loadConfig for mcp-gateway agent: the model provider is built from the llm
-// section as check builds it (agent.CheckLLM), and its problems are printed with the file's, at
-// their lines; a headers_env variable that is not set is one of them.
+// section as check builds it (agent.CheckLLM), and the guards as check builds them (the
+// agent's llm.judge guards depend on the llm section), and their problems are printed with the
+// file's, at their lines, in one pass as check prints them; a headers_env variable that is not
+// set is one of them.
 func (f *cmdFlags) loadAgentConfig() (*config.Config, error) {
-	return f.loadConfigWith(config.Options{CheckLLM: agent.AgentLLMCheck(os.Getenv)})
+	return f.loadConfigWith(config.Options{CheckLLM: agent.AgentLLMCheck(os.Getenv), CheckGuardrails: gateway.CheckGuards})
 }
 
 // oauthSecretWarnings warns of a servers[].oauth.client_secret_env variable that is not set in

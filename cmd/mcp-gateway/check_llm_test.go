@@ -179,3 +179,24 @@ func TestCheckFindsWhatUsedToPrintOK(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentReportsGuardAndLLMProblemsInOnePass checks that agent, like check, lists a guard's
+// problems with the llm section's in one pass: an llm.judge guard naming an alias llm.aliases
+// does not define and a misspelled effort are both printed at their lines, and the agent does
+// not start.
+func TestAgentReportsGuardAndLLMProblemsInOnePass(t *testing.T) {
+	path := writeLLMConfig(t, "", "  provider: anthropic\n  effort: hgih\n  aliases: {fast: claude-haiku-5-5}\n"+
+		"guardrails:\n  output:\n    - {id: answer-judge, use: llm.judge, criteria: \"no secrets\", model: strong}\n")
+	_, stderr, code := runCLI(t, "agent", "--task", "go", "-c", path)
+	for _, want := range []string{path + ":6: llm.effort:", path + ":10:"} {
+		if code != 1 || !strings.Contains(stderr, want) {
+			t.Errorf("exit %d, want %q in\n%s", code, want, stderr)
+		}
+	}
+	if !strings.Contains(stderr, "strong") {
+		t.Errorf("the judge's unknown alias is not reported:\n%s", stderr)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(path), "state")); err == nil {
+		t.Error("agent started (it made its state directory) despite the problems")
+	}
+}
