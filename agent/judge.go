@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcp-gateway/mcp-gateway/agent/model"
 	"github.com/mcp-gateway/mcp-gateway/guards"
+	"github.com/mcp-gateway/mcp-gateway/internal/strictjson"
 	"github.com/mcp-gateway/mcp-gateway/telemetry"
 )
 
@@ -180,13 +181,20 @@ func parseVerdict(text string) (pass, ok bool) {
 		rest = strings.TrimLeftFunc(rest, unicode.IsLetter) // the block's language, such as json
 		s = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "```"))
 	}
-	var v struct {
-		Pass *bool `json:"pass"`
-	}
-	if !strings.HasPrefix(s, "{") || json.Unmarshal([]byte(s), &v) != nil || v.Pass == nil {
+	// Strict JSON (no key twice: {"pass": false, "pass": true} is no verdict) and the key exactly
+	// "pass" (encoding/json would also take "PASS" or "Pass").
+	if !strings.HasPrefix(s, "{") || strictjson.Validate([]byte(s)) != nil {
 		return false, false
 	}
-	return *v.Pass, true
+	var v map[string]json.RawMessage
+	if json.Unmarshal([]byte(s), &v) != nil {
+		return false, false
+	}
+	var p bool
+	if raw, found := v["pass"]; !found || json.Unmarshal(raw, &p) != nil {
+		return false, false
+	}
+	return p, true
 }
 
 // judged records a verdict in the transcript, without any explanation: why is the error of a

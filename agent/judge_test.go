@@ -242,6 +242,8 @@ func TestJudgeVerdictOf(t *testing.T) {
 		{"prose", text("Yes, it passes: " + judgeExplanation), nil, false, "not a JSON object"},
 		{"trailing prose", text(`{"pass": true} ` + judgeExplanation), nil, false, "not a JSON object"},
 		{"array", text(`[{"pass": true}]`), nil, false, "not a JSON object"},
+		{"pass twice", text(`{"pass": false, "pass": true}`), nil, false, "not a JSON object"},
+		{"PASS in capitals", text(`{"PASS": true}`), nil, false, `not a JSON object with a boolean "pass"`},
 		{"empty", text(""), nil, false, "not a JSON object"},
 		{"refused", &model.Result{Refusal: true, RefusalReason: judgeExplanation, FinishReason: model.FinishRefusal}, nil, false, ""},
 		{"model error", &model.Result{FinishReason: model.FinishError, Error: judgeExplanation}, nil, false, "the judge's model reported an error"},
