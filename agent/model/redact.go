@@ -25,11 +25,50 @@ func newRedactor(values ...string) redactor {
 	return r
 }
 
+// redacted replaces a secret in a text.
+const redacted = "[REDACTED]"
+
+// ellipsis ends a text cut short for a message (truncateText).
+const ellipsis = "…"
+
+// text removes every secret from s, and the start of one (minSecret characters or more)
+// just before an ellipsis: a provider's text cut short for a message may end inside a secret,
+// which the whole secret no longer matches.
 func (r redactor) text(s string) string {
 	for _, v := range r {
-		s = strings.ReplaceAll(s, v, "[REDACTED]")
+		s = strings.ReplaceAll(s, v, redacted)
 	}
-	return s
+	if len(r) == 0 || !strings.Contains(s, ellipsis) {
+		return s
+	}
+	var b strings.Builder
+	for {
+		before, after, cut := strings.Cut(s, ellipsis)
+		if n := r.cutSecret(before); n > 0 {
+			before = before[:len(before)-n] + redacted
+		}
+		b.WriteString(before)
+		if !cut {
+			return b.String()
+		}
+		b.WriteString(ellipsis)
+		s = after
+	}
+}
+
+// cutSecret is the length of the longest end of s that is the start of a secret, at least
+// minSecret long; 0 when none is.
+func (r redactor) cutSecret(s string) int {
+	n := 0
+	for _, v := range r {
+		for k := min(len(v), len(s)); k >= minSecret && k > n; k-- {
+			if strings.HasSuffix(s, v[:k]) {
+				n = k
+				break
+			}
+		}
+	}
+	return n
 }
 
 // err returns err with every secret removed from its text; errors.Is and errors.As still see

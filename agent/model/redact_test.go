@@ -84,3 +84,67 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 		t.Fatalf("err %v, other host got %d", err, other.count())
 	}
 }
+
+// TestCutSecretsAreRedacted checks that provider text cut short for a message is redacted
+// even where the cut fell inside a secret: a long error body ending in the key, a cost header
+// that is not a number (whose value the warning never quotes); and that the redactor takes
+// only the start of a secret (minSecret characters or more) just before an ellipsis.
+func TestCutSecretsAreRedacted(t *testing.T) {
+	const key, team = "sk-PLANTEDKEY-1234567890abcdef", "team-PLANTEDHDR-abcdef"
+	leaks := func(t *testing.T, what, s string) {
+		t.Helper()
+		for _, secret := range []string{key, team} {
+			if strings.Contains(s, secret[:len(secret)-1]) || strings.Contains(s, secret[:minSecret+6]) {
+				t.Errorf("%s %q shows part of %q", what, s, secret)
+			}
+		}
+	}
+	t.Run("error body", func(t *testing.T) {
+		t.Setenv("MY_KEY", key)
+		for _, body := range []string{strings.Repeat("A", 170) + " " + key, strings.Repeat("A", 185) + " " + team + " tail"} {
+			f := newFakeProvider(t, answerWith(400, nil, body))
+			m, err := New(Settings{Provider: "openai", BaseURL: f.URL, APIKeyEnv: "MY_KEY", Headers: map[string]string{"X-Team": team}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = m.Generate(context.Background(), validCall())
+			if err == nil {
+				t.Fatal("no error")
+			}
+			leaks(t, "error", err.Error())
+			if !strings.Contains(err.Error(), "[REDACTED]…") {
+				t.Errorf("error %q, want the cut secret redacted before the ellipsis", err)
+			}
+		}
+	})
+	t.Run("cost header", func(t *testing.T) {
+		t.Setenv("MY_KEY", key)
+		f := newFakeProvider(t, answerWith(0, map[string]string{"X-Litellm-Response-Cost": "cost=" + key + "-" + team}, `{"id":"c","model":"m","choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`))
+		m, err := New(Settings{Provider: "openai", BaseURL: f.URL, APIKeyEnv: "MY_KEY", Headers: map[string]string{"X-Team": team}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := m.Generate(context.Background(), validCall())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Evidence.Warnings) != 1 || res.Evidence.Warnings[0] != "the cost header x-litellm-response-cost is not a decimal number of USD; it was ignored" {
+			t.Errorf("warnings %q, want one naming the header, not its value", res.Evidence.Warnings)
+		}
+	})
+	t.Run("redactor", func(t *testing.T) {
+		r := newRedactor(key, team)
+		for in, want := range map[string]string{
+			"x " + key[:20] + "…":                      "x [REDACTED]…",
+			"x " + key[:4] + "… and " + team[:9] + "…": "x [REDACTED]… and [REDACTED]…",
+			"x " + key[:3] + "…":                       "x " + key[:3] + "…",
+			"x " + key[:20] + " y…":                    "x " + key[:20] + " y…",
+			"no cut " + key[:20]:                       "no cut " + key[:20],
+			"whole " + key + "…":                       "whole [REDACTED]…",
+		} {
+			if got := r.text(in); got != want {
+				t.Errorf("text(%q) = %q, want %q", in, got, want)
+			}
+		}
+	})
+}

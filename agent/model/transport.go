@@ -355,11 +355,7 @@ func providerMessage(body []byte) string {
 			return v.Message
 		}
 	}
-	s := strings.TrimSpace(string(body))
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	return s
+	return truncateText(strings.TrimSpace(string(body)), 200)
 }
 
 // retryAfter reads a Retry-After value: delay seconds or an HTTP date.
