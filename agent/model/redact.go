@@ -31,10 +31,16 @@ const redacted = "[REDACTED]"
 // ellipsis ends a text cut short for a message (truncateText).
 const ellipsis = "…"
 
-// text removes every secret from s, and the start of one (minSecret characters or more)
-// just before an ellipsis: a provider's text cut short for a message may end inside a secret,
-// which the whole secret no longer matches.
+// text removes every secret from s, written as is or with \uXXXX escapes, and the start of
+// one (minSecret characters or more) just before an ellipsis: a provider's text cut short for
+// a message may end inside a secret, which the whole secret no longer matches.
 func (r redactor) text(s string) string {
+	if strings.Contains(s, `\u`) {
+		// A secret written with \uXXXX escapes (a JSON string quoted once more) is one too.
+		if d := decodeEscapes(s); r.holds(d) {
+			s = d
+		}
+	}
 	for _, v := range r {
 		s = strings.ReplaceAll(s, v, redacted)
 	}
@@ -54,6 +60,16 @@ func (r redactor) text(s string) string {
 		b.WriteString(ellipsis)
 		s = after
 	}
+}
+
+// holds says whether s contains a secret.
+func (r redactor) holds(s string) bool {
+	for _, v := range r {
+		if strings.Contains(s, v) {
+			return true
+		}
+	}
+	return false
 }
 
 // cutSecret is the length of the longest end of s that is the start of a secret, at least

@@ -148,3 +148,39 @@ func TestCutSecretsAreRedacted(t *testing.T) {
 		}
 	})
 }
+
+// TestEscapedSecretsAreRedacted checks that a secret a provider wrote with JSON escapes is
+// redacted: in an error body of an unfamiliar JSON shape (its values decoded), in a body that
+// is not JSON (its \uXXXX escapes decoded), in an error message quoted once more.
+func TestEscapedSecretsAreRedacted(t *testing.T) {
+	const key = "sk-PLANTEDKEY-1234567890abcdef"
+	escaped := strings.ReplaceAll(key, "-", `\u002d`)
+	cases := []struct {
+		name   string
+		status int
+		body   string
+		want   string
+	}{
+		{"unfamiliar JSON", 401, `{"detail":"bad key ` + escaped + `"}`, "detail: bad key [REDACTED]"},
+		{"nested unfamiliar JSON", 401, `{"errors":[{"code":"auth","text":"bad key ` + escaped + `"}]}`, "code: auth; text: bad key [REDACTED]"},
+		{"text", 401, `bad key ` + escaped + ` here`, "bad key [REDACTED] here"},
+		{"quoted twice", 200, `{"error":{"message":"bad key ` + strings.ReplaceAll(key, "-", `\\u002d`) + `"}}`, "bad key [REDACTED]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("MY_KEY", key)
+			f := newFakeProvider(t, answerWith(tc.status, nil, tc.body))
+			m, err := New(Settings{Provider: "openai", BaseURL: f.URL, APIKeyEnv: "MY_KEY"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = m.Generate(context.Background(), validCall())
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if msg := err.Error(); strings.Contains(msg, "PLANTEDKEY") || !strings.Contains(msg, tc.want) {
+				t.Errorf("error %q, want %q and no part of the key", msg, tc.want)
+			}
+		})
+	}
+}
