@@ -101,13 +101,17 @@ func (r redactor) err(err error) error {
 }
 
 // result removes secrets from what a provider wrote into an answer besides the model's output:
-// its error, its refusal reason and the warnings.
+// its error, its refusal reason and category, and the evidence (request id, model, warnings),
+// which the transcript, the printout and the audit chain keep.
 func (r redactor) result(res *Result) {
 	if len(r) == 0 || res == nil {
 		return
 	}
 	res.Error = r.text(res.Error)
 	res.RefusalReason = r.text(res.RefusalReason)
+	res.RefusalCategory = r.text(res.RefusalCategory)
+	res.Evidence.RequestID = r.text(res.Evidence.RequestID)
+	res.Evidence.Model = r.text(res.Evidence.Model)
 	for i, w := range res.Evidence.Warnings {
 		res.Evidence.Warnings[i] = r.text(w)
 	}

@@ -184,3 +184,35 @@ func TestEscapedSecretsAreRedacted(t *testing.T) {
 		})
 	}
 }
+
+// TestEvidenceIsRedacted checks that the evidence a provider writes (the x-request-id header,
+// the answer's model, a refusal's category), which the transcript, the printout and the audit
+// chain keep, has the key and the headers_env values redacted.
+func TestEvidenceIsRedacted(t *testing.T) {
+	const key, team = "sk-PLANTEDKEY-1234567890abcdef", "team-PLANTEDHDR-abcdef"
+	t.Setenv("MY_KEY", key)
+	for _, tc := range []struct{ name, provider, body string }{
+		{"chat", "openai", `{"id":"c","model":"gpt-` + team + `","choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`},
+		{"messages refusal", "anthropic", `{"id":"m","type":"message","model":"claude-` + key + `","content":[],"stop_reason":"refusal","stop_details":{"type":"refusal","category":"cat-` + team + `"},"usage":{"input_tokens":1,"output_tokens":1}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeProvider(t, answerWith(0, map[string]string{"X-Request-Id": "req-" + key, "Request-Id": "req-" + team}, tc.body))
+			m, err := New(Settings{Provider: tc.provider, BaseURL: f.URL, APIKeyEnv: "MY_KEY", Headers: map[string]string{"X-Team": team}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := m.Generate(context.Background(), validCall())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for what, v := range map[string]string{"request id": res.Evidence.RequestID, "model": res.Evidence.Model, "refusal category": res.RefusalCategory} {
+				if strings.Contains(v, "PLANTED") {
+					t.Errorf("%s %q holds a secret", what, v)
+				}
+			}
+			if !strings.HasPrefix(res.Evidence.RequestID, "req-[REDACTED]") || !strings.HasSuffix(res.Evidence.Model, "-[REDACTED]") {
+				t.Errorf("request id %q, model %q: want them kept, the secret redacted", res.Evidence.RequestID, res.Evidence.Model)
+			}
+		})
+	}
+}
