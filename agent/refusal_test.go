@@ -198,6 +198,7 @@ func TestEmptyAnswerIsNotPrintedAsAnAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, jsonl := newRunner(m, &fakeCaller{}, Options{})
+	r.Provider = "openai"
 	rep, err := r.Run(context.Background(), "anything else?")
 	if err != nil || rep.Exit != ExitAnswered || rep.Answer != "" || !strings.Contains(rep.Reason, "block_empty_answers") {
 		t.Fatalf("report %+v, %v", rep, err)
@@ -212,19 +213,42 @@ func TestEmptyAnswerIsNotPrintedAsAnAnswer(t *testing.T) {
 	}
 }
 
-// TestWhiteSpaceAnswerIsNoAnswer checks that an answer of white space alone, block_empty_answers
-// off, ends like an empty one: answered with no answer, never printed as the model's words.
+// TestWhiteSpaceAnswerIsNoAnswer checks that an answer of white space or invisible characters
+// alone (U+200B, U+FEFF, U+2060), block_empty_answers off, ends like an empty one: answered with
+// no answer, never printed as the model's words.
 func TestWhiteSpaceAnswerIsNoAnswer(t *testing.T) {
-	m, err := model.NewScripted(model.ScriptedSettings{Replies: []model.Reply{{Text: "  \n\t "}}})
-	if err != nil {
-		t.Fatal(err)
+	for _, text := range []string{"  \n\t ", "\u200b", "\ufeff", " \u200b\u2060\n"} {
+		m, err := model.NewScripted(model.ScriptedSettings{Replies: []model.Reply{{Text: text}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := newRunner(m, &fakeCaller{}, Options{})
+		rep, err := r.Run(context.Background(), "anything else?")
+		if err != nil || rep.Exit != ExitAnswered || rep.Answer != "" || !strings.Contains(rep.Reason, "the model gave no text") {
+			t.Fatalf("%q: report %+v, %v", text, rep, err)
+		}
+		if out := r.Out.(*bytes.Buffer).String(); strings.Contains(out, "  model:") || !strings.Contains(out, "ended without an answer") {
+			t.Errorf("%q: printed:\n%s", text, out)
+		}
 	}
-	r, _ := newRunner(m, &fakeCaller{}, Options{})
-	rep, err := r.Run(context.Background(), "anything else?")
-	if err != nil || rep.Exit != ExitAnswered || rep.Answer != "" || !strings.Contains(rep.Reason, "block_empty_answers") {
-		t.Fatalf("report %+v, %v", rep, err)
-	}
-	if out := r.Out.(*bytes.Buffer).String(); strings.Contains(out, "  model:") || !strings.Contains(out, "ended without an answer") {
-		t.Errorf("printed:\n%s", out)
+}
+
+// TestEmptyAnswerHintOnlyWhereTaken checks that an empty answer's reason advises
+// llm.block_empty_answers only for a provider that takes it (Chat Completions), not for
+// anthropic or openai.responses, which refuse it at load, nor scripted, which ignores it.
+func TestEmptyAnswerHintOnlyWhereTaken(t *testing.T) {
+	m := modelFunc(func(context.Context, *model.Call) (*model.Result, error) {
+		return &model.Result{Blocks: []model.Block{}, FinishReason: model.FinishStop, Usage: model.Usage{InputTokens: 5, OutputTokens: 1}}, nil
+	})
+	for provider, hint := range map[string]bool{"openai": true, "ollama": true, "anthropic": false, "openai.responses": false, "scripted": false} {
+		r, _ := newRunner(m, &fakeCaller{}, Options{})
+		r.Provider = provider
+		rep, err := r.Run(context.Background(), "anything else?")
+		if err != nil || rep.Exit != ExitAnswered || !strings.Contains(rep.Reason, "the model gave no text and no tool calls") {
+			t.Fatalf("%s: report %+v, %v", provider, rep, err)
+		}
+		if got := strings.Contains(rep.Reason, "block_empty_answers"); got != hint {
+			t.Errorf("%s: reason %q, want the block_empty_answers hint %v", provider, rep.Reason, hint)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/mcp-gateway/mcp-gateway/agent/model"
@@ -105,12 +104,16 @@ func (rn *run) step(ctx context.Context, call *model.Call, step int) (*Report, e
 // answered, or guard_blocked without the answer, or answered with nothing to add.
 func (rn *run) final(ctx context.Context, res *model.Result, sv *stepView, reasoning string) (*Report, error) {
 	text := res.Text()
-	if strings.TrimSpace(text) == "" {
-		// Only white space is no answer either; it is not printed as if the model said something.
+	if model.Blank(text) {
+		// Only white space or invisible characters is no answer either; it is not printed as if
+		// the model said something.
 		sv.show("", reasoning, false)
 		rn.report.Answer = ""
-		return rn.end(ExitAnswered, "the model gave no text and no tool calls "+
-			"(a model may end a tool loop with nothing to add; set llm.block_empty_answers to count that as declined)", nil)
+		hint := "a model may end a tool loop with nothing to add"
+		if model.TakesBlockEmptyAnswers(rn.Provider) {
+			hint += "; set llm.block_empty_answers to count that as declined"
+		}
+		return rn.end(ExitAnswered, "the model gave no text and no tool calls ("+hint+")", nil)
 	}
 	gr, screened := rn.OutputGuards.CheckText(ctx, "", "", text)
 	if rep, err := rn.budgetStops(sv); rep != nil {

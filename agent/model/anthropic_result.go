@@ -92,9 +92,10 @@ type (
 // it accepts in return, and the answer's text and tool calls are read as usual.
 //
 // Usage adds the cache reads and writes the API counts apart to the input tokens. When the
-// API breaks the request down in usage.iterations (several fallback hops, say), the usage
-// is the sum over the iterations, each counted with its own input, cache and output
-// tokens: that is what the request consumed. The request id comes from the request-id
+// API breaks the request down in usage.iterations (several fallback hops, say), each count
+// (input with cache, cache reads, cache writes, output) is the larger of the top-level
+// usage's and the sum over the iterations (each with its own input, cache and output
+// tokens): that is at least what the request consumed. The request id comes from the request-id
 // header, else the message id.
 func AnthropicResult(body []byte, header http.Header) (*Result, error) {
 	var resp anthropicResponse
@@ -309,11 +310,14 @@ func orUnknown(model string) string {
 	return model
 }
 
-// total is the request's Usage: the iterations' sum when the API breaks it down, else the
-// top-level counts; input tokens include the cache reads and writes.
+// total is the request's Usage, input tokens including the cache reads and writes. When
+// the API breaks the request down in iterations, each count is the larger of the top-level
+// usage's and the iterations' sum: the two should agree, and a provider that reports less
+// in one place must not make the budgets count less than the other says.
 func (u anthropicUsage) total() Usage {
+	top := usageOf(u.InputTokens, u.OutputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens)
 	if len(u.Iterations) == 0 {
-		return usageOf(u.InputTokens, u.OutputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens)
+		return top
 	}
 	var sum Usage
 	for _, it := range u.Iterations {
@@ -323,7 +327,12 @@ func (u anthropicUsage) total() Usage {
 		sum.CacheReadTokens += one.CacheReadTokens
 		sum.CacheWriteTokens += one.CacheWriteTokens
 	}
-	return sum
+	return Usage{
+		InputTokens:      max(top.InputTokens, sum.InputTokens),
+		OutputTokens:     max(top.OutputTokens, sum.OutputTokens),
+		CacheReadTokens:  max(top.CacheReadTokens, sum.CacheReadTokens),
+		CacheWriteTokens: max(top.CacheWriteTokens, sum.CacheWriteTokens),
+	}
 }
 
 func usageOf(input, output, cacheRead, cacheWrite int) Usage {

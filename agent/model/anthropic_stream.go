@@ -219,13 +219,15 @@ func (d *messagesStream) Result(header http.Header) (*Result, error) {
 	return res, nil
 }
 
-// add takes message_delta's cumulative usage: each count sent replaces the one so far.
+// add takes message_delta's cumulative usage: each count sent replaces the one so far when
+// it is larger, so that a later, smaller count (message_start's input tokens resent as 1,
+// say) never lowers what the budget counts.
 func (u *anthropicUsage) add(d *anthropicDeltaUse) {
 	if d == nil {
 		return
 	}
 	set := func(dst *int, src *int) {
-		if src != nil {
+		if src != nil && *src > *dst {
 			*dst = *src
 		}
 	}

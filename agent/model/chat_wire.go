@@ -3,7 +3,7 @@ package model
 import (
 	"fmt"
 	"net/http"
-	"strings"
+	"unicode"
 )
 
 // chatWire is Chat Completions (openai and the compatible providers).
@@ -48,12 +48,24 @@ func (w *chatWire) header() http.Header { return nil }
 const emptyAnswerReason = "the answer has no text and no tool calls, and block_empty_answers counts that as declined " +
 	"(a refusal whose signal was lost, such as a streamed refusal through LiteLLM)"
 
-// refuseEmpty makes an answer with neither text (whitespace alone is none) nor tool calls a
+// Blank reports whether s shows nothing: it holds only white space, control characters and
+// Unicode format characters (unicode.Cf: U+200B zero width space, U+FEFF, U+2060, …). Such a
+// text is no answer, for block_empty_answers and for the loop.
+func Blank(s string) bool {
+	for _, r := range s {
+		if !unicode.IsSpace(r) && !unicode.IsControl(r) && !unicode.Is(unicode.Cf, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// refuseEmpty makes an answer with neither text (Blank text is none) nor tool calls a
 // refusal (block_empty_answers):
 // the reasoning it may hold is dropped with it, its usage kept. A refusal or a reported error
 // stays what it is.
 func refuseEmpty(res *Result) {
-	if res.Refusal || res.FinishReason == FinishError || strings.TrimSpace(res.Text()) != "" || len(res.ToolCalls()) > 0 {
+	if res.Refusal || res.FinishReason == FinishError || !Blank(res.Text()) || len(res.ToolCalls()) > 0 {
 		return
 	}
 	res.refuse(FinishRefusal, emptyAnswerReason)

@@ -46,22 +46,41 @@ func TestOutputSchemaMustBeAnObject(t *testing.T) {
 	}
 }
 
-// TestBlockEmptyAnswersWhitespace checks that an answer of whitespace alone is empty for
-// block_empty_answers, unstreamed and streamed.
+// TestBlockEmptyAnswersWhitespace checks that an answer of whitespace or invisible characters
+// alone (U+200B, U+FEFF) is empty for block_empty_answers, unstreamed and streamed, and that
+// visible text is not.
 func TestBlockEmptyAnswersWhitespace(t *testing.T) {
-	for _, stream := range []bool{false, true} {
-		body := `{"id":"c","model":"m","choices":[{"message":{"content":"  \n "},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`
-		if stream {
-			body = "data: {\"id\":\"s\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"  \\n \"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\ndata: [DONE]\n\n"
+	for content, empty := range map[string]bool{`  \n `: true, `\u200b`: true, `\ufeff`: true, ` \u200b\u2060\ufeff\n`: true, `\u200bok`: false} {
+		for _, stream := range []bool{false, true} {
+			body := `{"id":"c","model":"m","choices":[{"message":{"content":"` + content + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`
+			if stream {
+				body = `data: {"id":"s","model":"m","choices":[{"index":0,"delta":{"content":"` + content + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}` + "\n\ndata: [DONE]\n\n"
+			}
+			f := newFakeProvider(t, answerWith(0, nil, body))
+			m, _ := New(Settings{Provider: "ollama", BaseURL: f.URL, BlockEmptyAnswers: true, Stream: stream})
+			res, err := m.Generate(context.Background(), validCall())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Refusal != empty || (empty && res.FinishReason != FinishRefusal) {
+				t.Errorf("%q stream %v: %+v, want a refusal %v", content, stream, res, empty)
+			}
 		}
-		f := newFakeProvider(t, answerWith(0, nil, body))
-		m, _ := New(Settings{Provider: "ollama", BaseURL: f.URL, BlockEmptyAnswers: true, Stream: stream})
-		res, err := m.Generate(context.Background(), validCall())
-		if err != nil {
-			t.Fatal(err)
+	}
+}
+
+// TestTakesBlockEmptyAnswers checks that TakesBlockEmptyAnswers says of each HTTP provider
+// what loading says: true exactly for those that load with block_empty_answers.
+func TestTakesBlockEmptyAnswers(t *testing.T) {
+	for name := range providers {
+		_, err := New(Settings{Provider: name, BlockEmptyAnswers: true})
+		if takes := TakesBlockEmptyAnswers(name); takes != (err == nil) {
+			t.Errorf("%s: TakesBlockEmptyAnswers %v, loading with block_empty_answers: %v", name, takes, err)
 		}
-		if !res.Refusal || res.FinishReason != FinishRefusal {
-			t.Errorf("stream %v: %+v, want a refusal", stream, res)
+	}
+	for _, name := range []string{"scripted", "mock", "nonesuch"} {
+		if TakesBlockEmptyAnswers(name) {
+			t.Errorf("%s takes block_empty_answers", name)
 		}
 	}
 }

@@ -70,7 +70,7 @@ func (p *pricer) apply(res *Result, header http.Header, asked string) error {
 				return nil
 			}
 			res.Evidence.Warnings = append(res.Evidence.Warnings,
-				fmt.Sprintf("the cost header %s holds %q, which is not a cost in USD; it was ignored", p.header, truncateText(v, 40)))
+				fmt.Sprintf("the cost header %s is not a decimal number of USD; it was ignored", p.header))
 		}
 	}
 	if u.CostSource != "" {
@@ -177,7 +177,8 @@ func (m *pricedModel) Generate(ctx context.Context, c *Call) (*Result, error) {
 }
 
 // truncateText shortens s to at most n bytes for a message, cutting between
-// characters.
+// characters and ending it with an ellipsis. The redactor removes a secret's start just
+// before that ellipsis, so provider text may be cut before it is redacted.
 func truncateText(s string, n int) string {
 	if len(s) <= n {
 		return s

@@ -51,7 +51,7 @@ func TestCostSources(t *testing.T) {
 		{"body cost before prices", "", byOR, "", prices, 0.5, CostFromProvider, ""},
 		{"prices by the model that answered", "", plain, "", prices, priced, CostFromPrices, ""},
 		{"prices by the model asked for", "", other, "", map[string]Price{"m": {Input: 1, Output: 1}}, 1100 / 1e6, CostFromPrices, ""},
-		{"header not a number", "x-litellm-response-cost: free", plain, "", prices, priced, CostFromPrices, `the cost header x-litellm-response-cost holds "free"`},
+		{"header not a number", "x-litellm-response-cost: free", plain, "", prices, priced, CostFromPrices, `the cost header x-litellm-response-cost is not a decimal number of USD`},
 		{"no price", "", other, "", prices, 0, "", "no price for model unknown-model (nor m, the model asked for) in llm.prices"},
 		{"no table", "", other, "", nil, 0, "", ""},
 	}

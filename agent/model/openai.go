@@ -57,8 +57,11 @@ type (
 		ProviderSpecificFields json.RawMessage `json:"provider_specific_fields"`
 	}
 	chatUsage struct {
-		PromptTokens        int `json:"prompt_tokens"`
-		CompletionTokens    int `json:"completion_tokens"`
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+		// TotalTokens should be the sum of the two; what it counts past them (all of it,
+		// from a provider that reports only the total) counts as input tokens.
+		TotalTokens         int `json:"total_tokens"`
 		PromptTokensDetails struct {
 			CachedTokens int `json:"cached_tokens"`
 		} `json:"prompt_tokens_details"`
@@ -178,7 +181,10 @@ func chatRequest(c *Call, maxTokensParam string, stream bool) ([]byte, error) {
 // reasoning (OpenRouter) become a reasoning block. The request id comes
 // from the x-request-id header, else the completion id; tool calls make the
 // finish reason tool_calls even where a compatible server says stop;
-// usage.cost, when the provider reports it (OpenRouter), is the cost.
+// usage.cost, when the provider reports it (OpenRouter), is the cost. A
+// usage.total_tokens larger than prompt_tokens and completion_tokens together
+// (a provider that reports only the total) counts the difference as input
+// tokens, so that the budgets count at least the total.
 func OpenAIChatResult(body []byte, header http.Header) (*Result, error) {
 	var resp chatResponse
 	if err := json.Unmarshal(body, &resp); err != nil {
@@ -201,7 +207,7 @@ func chatResult(resp *chatResponse, header http.Header, what string) (*Result, e
 	res := &Result{
 		Blocks: []Block{},
 		Usage: Usage{
-			InputTokens:      resp.Usage.PromptTokens,
+			InputTokens:      inputTokens(resp.Usage.PromptTokens, resp.Usage.CompletionTokens, resp.Usage.TotalTokens),
 			OutputTokens:     resp.Usage.CompletionTokens,
 			CacheReadTokens:  resp.Usage.PromptTokensDetails.CachedTokens,
 			CacheWriteTokens: resp.Usage.CacheCreationInputTokens,
@@ -290,3 +296,14 @@ func litellmRefusal(fields json.RawMessage) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// inputTokens is the input tokens a usage counts: the input (prompt) tokens, plus what the
+// total counts past input and output together, if anything. A provider reporting only
+// total_tokens has its total counted as input; one whose total includes tokens the two
+// leave out (reasoning, say) has them counted too.
+func inputTokens(input, output, total int) int {
+	if extra := total - input - output; extra > 0 {
+		return input + extra
+	}
+	return input
+}

@@ -84,3 +84,135 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 		t.Fatalf("err %v, other host got %d", err, other.count())
 	}
 }
+
+// TestCutSecretsAreRedacted checks that provider text cut short for a message is redacted
+// even where the cut fell inside a secret: a long error body ending in the key, a cost header
+// that is not a number (whose value the warning never quotes); and that the redactor takes
+// only the start of a secret (minSecret characters or more) just before an ellipsis.
+func TestCutSecretsAreRedacted(t *testing.T) {
+	const key, team = "sk-PLANTEDKEY-1234567890abcdef", "team-PLANTEDHDR-abcdef"
+	leaks := func(t *testing.T, what, s string) {
+		t.Helper()
+		for _, secret := range []string{key, team} {
+			if strings.Contains(s, secret[:len(secret)-1]) || strings.Contains(s, secret[:minSecret+6]) {
+				t.Errorf("%s %q shows part of %q", what, s, secret)
+			}
+		}
+	}
+	t.Run("error body", func(t *testing.T) {
+		t.Setenv("MY_KEY", key)
+		for _, body := range []string{strings.Repeat("A", 170) + " " + key, strings.Repeat("A", 185) + " " + team + " tail"} {
+			f := newFakeProvider(t, answerWith(400, nil, body))
+			m, err := New(Settings{Provider: "openai", BaseURL: f.URL, APIKeyEnv: "MY_KEY", Headers: map[string]string{"X-Team": team}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = m.Generate(context.Background(), validCall())
+			if err == nil {
+				t.Fatal("no error")
+			}
+			leaks(t, "error", err.Error())
+			if !strings.Contains(err.Error(), "[REDACTED]…") {
+				t.Errorf("error %q, want the cut secret redacted before the ellipsis", err)
+			}
+		}
+	})
+	t.Run("cost header", func(t *testing.T) {
+		t.Setenv("MY_KEY", key)
+		f := newFakeProvider(t, answerWith(0, map[string]string{"X-Litellm-Response-Cost": "cost=" + key + "-" + team}, `{"id":"c","model":"m","choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`))
+		m, err := New(Settings{Provider: "openai", BaseURL: f.URL, APIKeyEnv: "MY_KEY", Headers: map[string]string{"X-Team": team}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := m.Generate(context.Background(), validCall())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Evidence.Warnings) != 1 || res.Evidence.Warnings[0] != "the cost header x-litellm-response-cost is not a decimal number of USD; it was ignored" {
+			t.Errorf("warnings %q, want one naming the header, not its value", res.Evidence.Warnings)
+		}
+	})
+	t.Run("redactor", func(t *testing.T) {
+		r := newRedactor(key, team)
+		for in, want := range map[string]string{
+			"x " + key[:20] + "…":                      "x [REDACTED]…",
+			"x " + key[:4] + "… and " + team[:9] + "…": "x [REDACTED]… and [REDACTED]…",
+			"x " + key[:3] + "…":                       "x " + key[:3] + "…",
+			"x " + key[:20] + " y…":                    "x " + key[:20] + " y…",
+			"no cut " + key[:20]:                       "no cut " + key[:20],
+			"whole " + key + "…":                       "whole [REDACTED]…",
+		} {
+			if got := r.text(in); got != want {
+				t.Errorf("text(%q) = %q, want %q", in, got, want)
+			}
+		}
+	})
+}
+
+// TestEscapedSecretsAreRedacted checks that a secret a provider wrote with JSON escapes is
+// redacted: in an error body of an unfamiliar JSON shape (its values decoded), in a body that
+// is not JSON (its \uXXXX escapes decoded), in an error message quoted once more.
+func TestEscapedSecretsAreRedacted(t *testing.T) {
+	const key = "sk-PLANTEDKEY-1234567890abcdef"
+	escaped := strings.ReplaceAll(key, "-", `\u002d`)
+	cases := []struct {
+		name   string
+		status int
+		body   string
+		want   string
+	}{
+		{"unfamiliar JSON", 401, `{"detail":"bad key ` + escaped + `"}`, "detail: bad key [REDACTED]"},
+		{"nested unfamiliar JSON", 401, `{"errors":[{"code":"auth","text":"bad key ` + escaped + `"}]}`, "code: auth; text: bad key [REDACTED]"},
+		{"text", 401, `bad key ` + escaped + ` here`, "bad key [REDACTED] here"},
+		{"quoted twice", 200, `{"error":{"message":"bad key ` + strings.ReplaceAll(key, "-", `\\u002d`) + `"}}`, "bad key [REDACTED]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("MY_KEY", key)
+			f := newFakeProvider(t, answerWith(tc.status, nil, tc.body))
+			m, err := New(Settings{Provider: "openai", BaseURL: f.URL, APIKeyEnv: "MY_KEY"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = m.Generate(context.Background(), validCall())
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if msg := err.Error(); strings.Contains(msg, "PLANTEDKEY") || !strings.Contains(msg, tc.want) {
+				t.Errorf("error %q, want %q and no part of the key", msg, tc.want)
+			}
+		})
+	}
+}
+
+// TestEvidenceIsRedacted checks that the evidence a provider writes (the x-request-id header,
+// the answer's model, a refusal's category), which the transcript, the printout and the audit
+// chain keep, has the key and the headers_env values redacted.
+func TestEvidenceIsRedacted(t *testing.T) {
+	const key, team = "sk-PLANTEDKEY-1234567890abcdef", "team-PLANTEDHDR-abcdef"
+	t.Setenv("MY_KEY", key)
+	for _, tc := range []struct{ name, provider, body string }{
+		{"chat", "openai", `{"id":"c","model":"gpt-` + team + `","choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`},
+		{"messages refusal", "anthropic", `{"id":"m","type":"message","model":"claude-` + key + `","content":[],"stop_reason":"refusal","stop_details":{"type":"refusal","category":"cat-` + team + `"},"usage":{"input_tokens":1,"output_tokens":1}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeProvider(t, answerWith(0, map[string]string{"X-Request-Id": "req-" + key, "Request-Id": "req-" + team}, tc.body))
+			m, err := New(Settings{Provider: tc.provider, BaseURL: f.URL, APIKeyEnv: "MY_KEY", Headers: map[string]string{"X-Team": team}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := m.Generate(context.Background(), validCall())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for what, v := range map[string]string{"request id": res.Evidence.RequestID, "model": res.Evidence.Model, "refusal category": res.RefusalCategory} {
+				if strings.Contains(v, "PLANTED") {
+					t.Errorf("%s %q holds a secret", what, v)
+				}
+			}
+			if !strings.HasPrefix(res.Evidence.RequestID, "req-[REDACTED]") || !strings.HasSuffix(res.Evidence.Model, "-[REDACTED]") {
+				t.Errorf("request id %q, model %q: want them kept, the secret redacted", res.Evidence.RequestID, res.Evidence.Model)
+			}
+		})
+	}
+}

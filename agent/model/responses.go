@@ -47,6 +47,7 @@ type (
 		Usage struct {
 			InputTokens        int `json:"input_tokens"`
 			OutputTokens       int `json:"output_tokens"`
+			TotalTokens        int `json:"total_tokens"`
 			InputTokensDetails struct {
 				CachedTokens int `json:"cached_tokens"`
 			} `json:"input_tokens_details"`
@@ -120,7 +121,9 @@ func OpenAIResponsesRequest(c *Call) ([]byte, error) {
 // with tool_calls when the model called tools, else stop; incomplete
 // finishes with length (max_output_tokens) or a content_filter refusal;
 // failed finishes with error and the provider's message. The request id
-// comes from the x-request-id header, else the response id.
+// comes from the x-request-id header, else the response id. A
+// usage.total_tokens larger than input_tokens and output_tokens together
+// counts the difference as input tokens, as in Chat Completions.
 func OpenAIResponsesResult(body []byte, header http.Header) (*Result, error) {
 	var resp responsesResponse
 	if err := json.Unmarshal(body, &resp); err != nil {
@@ -135,7 +138,7 @@ func OpenAIResponsesResult(body []byte, header http.Header) (*Result, error) {
 	res := &Result{
 		Blocks: []Block{},
 		Usage: Usage{
-			InputTokens:     resp.Usage.InputTokens,
+			InputTokens:     inputTokens(resp.Usage.InputTokens, resp.Usage.OutputTokens, resp.Usage.TotalTokens),
 			OutputTokens:    resp.Usage.OutputTokens,
 			CacheReadTokens: resp.Usage.InputTokensDetails.CachedTokens,
 		},

@@ -64,8 +64,11 @@ type Reply struct {
 	// refusal showed (see ScriptedSettings.HoldStream).
 	Chunks []string `json:"chunks,omitempty" yaml:"chunks,omitempty"`
 	// FinishReason is one of the canonical finish reasons; empty means
-	// tool_calls when the reply calls tools, else stop. refusal and
-	// content_filter make a refusal with Text as its reason.
+	// tool_calls when the reply calls tools, else stop. refusal makes a
+	// refusal with Text as its reason (the model's refusal message);
+	// content_filter makes one whose reason is "finish_reason
+	// content_filter", Text (the partial answer a filter stopped) dropped,
+	// as Chat Completions reads it.
 	FinishReason string `json:"finish_reason,omitempty" yaml:"finish_reason,omitempty"`
 	// Fail makes the call return an error instead of a result.
 	Fail bool `json:"fail,omitempty" yaml:"fail,omitempty"`
@@ -386,12 +389,16 @@ func buildResult(c *Call, r Reply, requestID string, newID func() string) (*Resu
 		if len(r.ToolCalls) > 0 {
 			res.FinishReason = FinishToolCalls
 		}
-	case FinishRefusal, FinishContentFilter:
+	case FinishRefusal:
 		why := text
 		if why == "" {
 			why = "scripted " + string(reason)
 		}
 		res.refuse(reason, why)
+	case FinishContentFilter:
+		// As in Chat Completions: the text is the partial answer a filter stopped, dropped
+		// with it, never the reason.
+		res.refuse(reason, contentFilterReason)
 	case FinishError:
 		res.FinishReason = FinishError
 		res.Error = text

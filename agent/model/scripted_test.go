@@ -354,3 +354,36 @@ func TestScriptedHoldStreamFromSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestScriptedRefusalReasons checks that a scripted refusal's reason is its text (the model's
+// refusal message), while a content_filter reply's text, the partial answer a filter stopped,
+// is dropped as Chat Completions drops it: the reason is finish_reason content_filter.
+func TestScriptedRefusalReasons(t *testing.T) {
+	s, err := NewScripted(ScriptedSettings{Replies: []Reply{
+		{Text: "I won't do that.", FinishReason: "refusal"},
+		{Text: "PARTIAL answer the filter stopped", FinishReason: "content_filter", Chunks: []string{"PARTIAL ", "answer the filter stopped"}},
+		{FinishReason: "refusal"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct {
+		finish FinishReason
+		reason string
+	}{
+		{FinishRefusal, "I won't do that."},
+		{FinishContentFilter, contentFilterReason},
+		{FinishRefusal, "scripted refusal"},
+	} {
+		res, err := s.Generate(context.Background(), validCall())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Refusal || res.FinishReason != want.finish || res.RefusalReason != want.reason || len(res.Blocks) != 0 || res.Chunks != nil {
+			t.Errorf("result %+v, want a %s refusal with reason %q and nothing of its text", res, want.finish, want.reason)
+		}
+		if strings.Contains(res.RefusalReason, "PARTIAL") {
+			t.Errorf("reason %q keeps the filtered text", res.RefusalReason)
+		}
+	}
+}

@@ -3,7 +3,6 @@ package model
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -331,35 +330,6 @@ func redirectMessage(req *http.Request, location string) string {
 	}
 	return "the provider redirected the request to " + where +
 		"; redirects are not followed, so that the API key and headers are never sent elsewhere: set llm.base_url to the final address"
-}
-
-// providerMessage finds the error message in a provider's error body:
-// {"error": {"message": ...}} (OpenAI, Anthropic and most compatible
-// servers), {"error": "..."} or {"message": "..."}; else the body's start.
-func providerMessage(body []byte) string {
-	var v struct {
-		Error   json.RawMessage `json:"error"`
-		Message string          `json:"message"`
-	}
-	if json.Unmarshal(body, &v) == nil {
-		var nested struct {
-			Message string `json:"message"`
-		}
-		var flat string
-		switch {
-		case json.Unmarshal(v.Error, &nested) == nil && nested.Message != "":
-			return nested.Message
-		case json.Unmarshal(v.Error, &flat) == nil && flat != "":
-			return flat
-		case v.Message != "":
-			return v.Message
-		}
-	}
-	s := strings.TrimSpace(string(body))
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	return s
 }
 
 // retryAfter reads a Retry-After value: delay seconds or an HTTP date.

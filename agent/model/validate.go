@@ -297,3 +297,11 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// TakesBlockEmptyAnswers reports whether provider takes llm.block_empty_answers: the Chat
+// Completions providers do (the setting's row in checkHTTP); anthropic and openai.responses
+// refuse it at load, and scripted and mock ignore it.
+func TakesBlockEmptyAnswers(provider string) bool {
+	d, ok := providers[provider]
+	return ok && d.wire == wireChat
+}
