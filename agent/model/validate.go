@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -138,7 +139,7 @@ func unknownProvider(name string) *SettingError {
 
 // checkPrices checks the price table, which every provider uses.
 func (p *problems) checkPrices(prices map[string]Price) {
-	for _, name := range sortedKeys(prices) {
+	for _, name := range slices.Sorted(maps.Keys(prices)) {
 		if strings.TrimSpace(name) == "" {
 			p.add("prices", "a price needs the model id it prices as its key")
 			continue
@@ -190,7 +191,7 @@ func (p *problems) checkHTTP(s Settings, name string, d providerDefaults) {
 	if h := s.CostHeader; h != "" && h != CostHeaderNone && !headerNameRE.MatchString(h) {
 		p.add("cost_header", "%q is not an HTTP header name; name the response header a gateway reports the cost in, or write none", h)
 	}
-	for _, h := range sortedKeys(s.Headers) {
+	for _, h := range slices.Sorted(maps.Keys(s.Headers)) {
 		if !headerNameRE.MatchString(h) {
 			p.add("headers_env."+h, "%q is not an HTTP header name", h)
 		}
@@ -253,7 +254,7 @@ func (p *problems) checkHTTP(s Settings, name string, d providerDefaults) {
 // model id. default and model say the same thing, so only one is given.
 func (p *problems) checkAliases(s Settings) {
 	a := s.Anthropic
-	for _, name := range sortedKeys(a.Aliases) {
+	for _, name := range slices.Sorted(maps.Keys(a.Aliases)) {
 		switch {
 		case strings.TrimSpace(name) == "":
 			p.add("aliases", "an alias needs a name")
@@ -269,7 +270,7 @@ func (p *problems) checkAliases(s Settings) {
 		return
 	}
 	if _, ok := a.Aliases[a.Default]; !ok && len(a.Aliases) > 0 {
-		names := sortedKeys(a.Aliases)
+		names := slices.Sorted(maps.Keys(a.Aliases))
 		hint := ""
 		if c := suggest.Closest(a.Default, names); c != "" {
 			hint = fmt.Sprintf(" (did you mean %q?)", c)
@@ -287,15 +288,6 @@ func (p *problems) checkScript(sc *ScriptedSettings) {
 	}
 	_, err := NewScripted(*sc)
 	p.addErr("", err)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // TakesBlockEmptyAnswers reports whether provider takes llm.block_empty_answers: the Chat
