@@ -245,6 +245,8 @@ func (r *Runner) Run(ctx context.Context, task string) (*Report, error) {
 	if why := rn.overBudget(); why != "" {
 		// An input guard that asks a model (llm.judge) spent the budget.
 		rn.emit(Event{Type: "task", Reason: why})
+		rn.printf("task: not sent to the model: the input guards' model requests passed the budget\n")
+		rn.releaseJudgeLines()
 		return rn.end(ExitBudget, why, nil)
 	}
 	if blocked(gr) {
@@ -252,9 +254,6 @@ func (r *Runner) Run(ctx context.Context, task string) (*Report, error) {
 		rn.printf("task: withheld by the input guards\n")
 		rn.releaseJudgeLines()
 		return rn.end(ExitGuardBlocked, fmt.Sprintf("the task was not sent to the model: an input guard %s it (%s)", verb(gr.Action), gr.Reason), nil)
-	}
-	if why := rn.overBudget(); why != "" { // judge (issue 21): an input judge's request counts against the budgets
-		return rn.end(ExitBudget, why, nil)
 	}
 	if gr.Action == guards.ActionRedact {
 		rn.printf("task redacted by the input guards (%s)\n", gr.Reason)

@@ -316,6 +316,9 @@ func TestJudgeCountsAgainstTheBudget(t *testing.T) {
 	if rep, _ := r.Run(context.Background(), "open the drawer"); rep.Exit != ExitBudget || rep.Steps != 0 || len(m.calls) != 1 || !strings.Contains(rep.Reason, "max_cost_usd") {
 		t.Fatalf("input judge past the budget: %+v, %d requests", rep, len(m.calls))
 	}
+	if out := r.Out.(*bytes.Buffer).String(); !strings.Contains(out, "task: not sent to the model") || strings.Index(out, "task:") > strings.Index(out, "judge") {
+		t.Errorf("the printout has no task line before the judge's:\n%s", out)
+	}
 
 	// The answer itself used the budget up: the loop stops before the output guards, so no
 	// judge is asked.
