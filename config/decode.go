@@ -46,6 +46,10 @@ type decoder struct {
 	// ("guardrails.output[0].id"), so that Options.CheckGuardrails' problems about the same
 	// settings are left out.
 	guardErrors []string
+	// policyErrors are the paths of the problems found in the policies section
+	// ("policies.rules[0].id"), so that Options.CheckPolicies' problems about the same settings
+	// are left out.
+	policyErrors []string
 }
 
 // source is what the file said for one struct, map or slice.
@@ -184,6 +188,8 @@ func (d *decoder) errorf(line int, loc location, format string, args ...any) {
 	}
 	if p := loc.plain(); strings.HasPrefix(p, "guardrails.") {
 		d.guardErrors = append(d.guardErrors, p)
+	} else if strings.HasPrefix(p, "policies.") {
+		d.policyErrors = append(d.policyErrors, p)
 	}
 	if where := loc.String(); where != "" {
 		format = "%s: " + format

@@ -12,13 +12,18 @@ type Error struct {
 	File string
 	// Line is 1-based; 0 when the problem belongs to no single line (a missing section).
 	Line int
+	// Column is 1-based; 0 when only the line is known (every problem but a policy rule's).
+	Column int
 	// Msg says what is wrong and, where it helps, what would be valid.
 	Msg string
 }
 
-// Error formats the problem as "file:line: message", the form editors and terminals link to.
+// Error formats the problem as "file:line: message" ("file:line:column: message" when the
+// column is known), the form editors and terminals link to.
 func (e Error) Error() string {
 	switch {
+	case e.File != "" && e.Line > 0 && e.Column > 0:
+		return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Msg)
 	case e.File != "" && e.Line > 0:
 		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
 	case e.File != "":
@@ -30,7 +35,8 @@ func (e Error) Error() string {
 	}
 }
 
-// Errors is every problem found in one configuration file, sorted by line. Load and Parse
+// Errors is every problem found in one configuration file, sorted by line, then those of the
+// policy files it names (Options.CheckPolicies), each file's sorted by line. Load and Parse
 // return it (as *Errors) for syntax errors too, so a caller can always list the problems.
 type Errors struct {
 	List []Error
@@ -58,10 +64,22 @@ func (e *Errors) add(file string, line int, format string, args ...any) {
 	e.List = append(e.List, Error{File: file, Line: line, Msg: fmt.Sprintf(format, args...)})
 }
 
-// sort orders the problems by line and drops exact repeats, which an alias used several times
-// can produce.
-func (e *Errors) sort() {
-	sort.SliceStable(e.List, func(i, j int) bool { return e.List[i].Line < e.List[j].Line })
+// sort orders the problems by file (those of main first, then the others in the order they
+// were found) and line, and drops exact repeats, which an alias used several times can produce.
+func (e *Errors) sort(main string) {
+	rank := map[string]int{main: 0}
+	for _, err := range e.List {
+		if _, ok := rank[err.File]; !ok {
+			rank[err.File] = len(rank)
+		}
+	}
+	sort.SliceStable(e.List, func(i, j int) bool {
+		a, b := e.List[i], e.List[j]
+		if ra, rb := rank[a.File], rank[b.File]; ra != rb {
+			return ra < rb
+		}
+		return a.Line < b.Line
+	})
 	out := e.List[:0]
 	for i, err := range e.List {
 		if i > 0 && err == e.List[i-1] {

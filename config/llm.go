@@ -116,6 +116,14 @@ type Options struct {
 	// mcp-gateway check builds the guards with it (gateway.CheckGuards), so that a guard's
 	// problems are listed with the file's, in one pass.
 	CheckGuardrails func(cfg *Config) []GuardrailProblem
+	// CheckPolicies, when set, is called with the decoded config once the policies section has
+	// been decoded as a mapping, or when the file has none (whatever the other sections'
+	// problems); each problem it returns is reported with the others, at its line (a policy
+	// file's at its own file and line, after the config's), unless loading already reported one
+	// about the same setting of the same rule, the same policies.files entry or the same
+	// setting of the section. mcp-gateway check and agent compile the policies with it
+	// (gateway.CheckPolicies), so that a rule's problems are listed with the file's, in one pass.
+	CheckPolicies func(cfg *Config) []PolicyProblem
 }
 
 // LLMPrice is a model's price in USD per million tokens (agent/model.Price).

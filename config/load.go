@@ -67,9 +67,12 @@ func ParseWith(path string, data []byte, o Options) (*Config, error) {
 		if o.CheckGuardrails != nil {
 			d.guardrailProblems(cfg, o.CheckGuardrails)
 		}
+		if o.CheckPolicies != nil && d.policiesChecked(cfg) {
+			d.policyProblems(cfg, o.CheckPolicies)
+		}
 	}
 	if len(d.errs.List) > 0 {
-		d.errs.sort()
+		d.errs.sort(d.file)
 		return nil, &d.errs
 	}
 	return cfg, nil

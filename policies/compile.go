@@ -34,6 +34,7 @@ func Compile(rules []Rule, opts Options) (*Engine, error) {
 	seen := map[string]*Rule{}
 	for i := range rules {
 		r := &rules[i]
+		c.index = i
 		if cr, ok := c.rule(env, r, seen); ok {
 			e.rules = append(e.rules, cr)
 		}
@@ -47,6 +48,7 @@ func Compile(rules []Rule, opts Options) (*Engine, error) {
 type compiler struct {
 	opts     Options
 	problems []Problem
+	index    int // of the rule being compiled in the list given to Compile
 }
 
 func (c *compiler) defaults() {
@@ -56,7 +58,7 @@ func (c *compiler) defaults() {
 	case Allow, Deny:
 	default:
 		c.problems = append(c.problems, Problem{
-			Msg: fmt.Sprintf("the default decision must be allow or deny, not %q", c.opts.Default),
+			Msg: fmt.Sprintf("the default decision must be allow or deny, not %q", c.opts.Default), Rule: -1, Key: "default",
 		})
 	}
 	if c.opts.CostLimit == 0 {
@@ -70,46 +72,51 @@ func (c *compiler) defaults() {
 	}
 }
 
-// problem records a problem at byte offset off of r.When.
+// problem records a problem of r's when at byte offset off of it.
 func (c *compiler) problem(r *Rule, off int, format string, args ...any) {
+	c.problemOf(r, "when", off, format, args...)
+}
+
+// problemOf records a problem of r's setting key, at byte offset off of r.When.
+func (c *compiler) problemOf(r *Rule, key string, off int, format string, args ...any) {
 	line, col := r.position(off)
 	if r.Line == 0 && r.File != "" {
 		line, col = 0, 0 // a position inside the expression would read as one in the file
 	}
 	c.problems = append(c.problems, Problem{
-		File: r.File, Line: line, Column: col, RuleID: r.ID, Msg: fmt.Sprintf(format, args...),
+		File: r.File, Line: line, Column: col, RuleID: r.ID, Msg: fmt.Sprintf(format, args...), Rule: c.index, Key: key,
 	})
 }
 
-// ruleProblem records a problem with the rule as a whole, at the start of its expression.
-func (c *compiler) ruleProblem(r *Rule, format string, args ...any) {
-	c.problem(r, 0, format, args...)
+// ruleProblem records a problem of r's setting key, at the start of its expression.
+func (c *compiler) ruleProblem(r *Rule, key, format string, args ...any) {
+	c.problemOf(r, key, 0, format, args...)
 }
 
 func (c *compiler) rule(env *cel.Env, r *Rule, seen map[string]*Rule) (compiledRule, bool) {
 	before := len(c.problems)
 	switch first, dup := seen[r.ID]; {
 	case strings.TrimSpace(r.ID) == "":
-		c.ruleProblem(r, "the rule has no id; give every rule a unique id")
+		c.ruleProblem(r, "id", "the rule has no id; give every rule a unique id")
 	case dup:
-		c.ruleProblem(r, "duplicate rule id; it is also the id of the rule at %s", where(first))
+		c.ruleProblem(r, "id", "duplicate rule id; it is also the id of the rule at %s", where(first))
 	default:
 		seen[r.ID] = r
 	}
 	switch r.Effect {
 	case Allow, Deny, RequireApproval:
 	case "":
-		c.ruleProblem(r, "effect is missing; use allow, deny or require_approval")
+		c.ruleProblem(r, "effect", "effect is missing; use allow, deny or require_approval")
 	default:
-		c.ruleProblem(r, "unknown effect %q; use allow, deny or require_approval", r.Effect)
+		c.ruleProblem(r, "effect", "unknown effect %q; use allow, deny or require_approval", r.Effect)
 	}
 	switch r.Mode {
 	case "", Enforce, LogOnly:
 	default:
-		c.ruleProblem(r, "unknown mode %q; use enforce or log_only", r.Mode)
+		c.ruleProblem(r, "mode", "unknown mode %q; use enforce or log_only", r.Mode)
 	}
 	if strings.TrimSpace(r.When) == "" {
-		c.ruleProblem(r, "when is empty; write the CEL condition under which the rule applies")
+		c.ruleProblem(r, "when", "when is empty; write the CEL condition under which the rule applies")
 		return compiledRule{}, false
 	}
 
@@ -144,7 +151,7 @@ func (c *compiler) rule(env *cel.Env, r *Rule, seen map[string]*Rule) (compiledR
 	}
 	prg, err := env.Program(checked, popts...)
 	if err != nil {
-		c.ruleProblem(r, "cannot plan the expression: %v", err)
+		c.ruleProblem(r, "when", "cannot plan the expression: %v", err)
 		return compiledRule{}, false
 	}
 	return compiledRule{Rule: *r, prg: prg, enforce: r.mode() == Enforce}, true

@@ -255,3 +255,36 @@ func TestLoadRuleFileAliases(t *testing.T) {
 		t.Errorf("an aliased rule repeats its id: %v", err)
 	}
 }
+
+// TestProblemsNameTheirRuleAndSetting checks that each problem Compile and LoadRuleFile report
+// names the rule it belongs to (by its place in the list given to Compile) and the setting it is
+// about, so that a caller that already reported that setting can leave it out.
+func TestProblemsNameTheirRuleAndSetting(t *testing.T) {
+	rules := []Rule{
+		{ID: "good", Effect: Deny, When: "true"},
+		{ID: "", Effect: "stop", When: "tool =="},
+		{ID: "good", Effect: Deny, Mode: "loud", When: ""},
+	}
+	_, err := Compile(rules, Options{Default: "maybe"})
+	var problems *Problems
+	if !errors.As(err, &problems) {
+		t.Fatalf("got %v, want *Problems", err)
+	}
+	type at struct {
+		rule int
+		key  string
+	}
+	want := []at{{-1, "default"}, {1, "id"}, {1, "effect"}, {1, "when"}, {2, "id"}, {2, "mode"}, {2, "when"}}
+	if len(problems.List) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%v", len(problems.List), len(want), err)
+	}
+	for i, p := range problems.List {
+		if got := (at{p.Rule, p.Key}); got != want[i] {
+			t.Errorf("problem %q: rule %d, key %q; want rule %d, key %q", p.Error(), got.rule, got.key, want[i].rule, want[i].key)
+		}
+	}
+	_, err = LoadRuleFile(writeFile(t, "rules.yaml", "rules:\n  - id: x\n    effectt: deny\n"))
+	if !errors.As(err, &problems) || len(problems.List) != 1 || problems.List[0].Rule != -1 {
+		t.Errorf("a policy file's problem: %#v, want one of rule -1", err)
+	}
+}

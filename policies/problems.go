@@ -16,6 +16,12 @@ type Problem struct {
 	// RuleID is the rule's id, when the problem belongs to a rule.
 	RuleID string
 	Msg    string
+	// Rule is the index of the rule in the list given to Compile (-1 for a problem of no rule:
+	// Compile's options', a file's), and Key the rule's setting the problem is about ("id",
+	// "effect", "mode", "when"; "default" for Compile's default decision), so that a caller that
+	// already reported a problem of that setting can leave this one out.
+	Rule int
+	Key  string
 }
 
 // Error formats the problem as "FILE:LINE:COL: rule ID: message", the form editors link to.

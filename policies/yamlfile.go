@@ -32,7 +32,7 @@ func readYAML(path string, v any) *yamlFile {
 	f := &yamlFile{path: path}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		f.problems = append(f.problems, Problem{File: path, Msg: fmt.Sprintf("cannot read the file: %v", err)})
+		f.problems = append(f.problems, Problem{File: path, Msg: fmt.Sprintf("cannot read the file: %v", err), Rule: -1})
 		return f
 	}
 	f.lines = strings.Split(string(data), "\n")
@@ -73,7 +73,7 @@ func (f *yamlFile) yamlError(err error) {
 }
 
 func (f *yamlFile) problemf(line, col int, format string, args ...any) {
-	f.problems = append(f.problems, Problem{File: f.path, Line: line, Column: col, Msg: fmt.Sprintf(format, args...)})
+	f.problems = append(f.problems, Problem{File: f.path, Line: line, Column: col, Msg: fmt.Sprintf(format, args...), Rule: -1})
 }
 
 func (f *yamlFile) err() error {

@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/gateway"
 	"github.com/mcp-gateway/mcp-gateway/internal/pastable"
+	"github.com/mcp-gateway/mcp-gateway/policies"
 	"github.com/mcp-gateway/mcp-gateway/telemetry"
 	"github.com/mcp-gateway/mcp-gateway/upstream"
 )
@@ -63,10 +64,11 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	rep := checkReport{Problems: []string{}, Warnings: []string{}, Notes: []string{}, StopTools: []string{}, InspectionTools: []string{}}
 	rep.File, _ = fs.configPath()
-	// The model provider is built as mcp-gateway agent builds it, and the guards as serve builds
-	// them; their problems are listed with the file's, at their lines, even when another
-	// section has problems too.
+	// The model provider is built as mcp-gateway agent builds it, and the guards and policies as
+	// serve builds them; their problems are listed with the file's, at their lines, even when
+	// another section has problems too. The policies compiled then are those of the summary.
 	var llmWarnings []string
+	var engine *policies.Engine
 	cfg, err := fs.readConfigWith(config.Options{CheckLLM: func(l *config.LLM) []config.LLMProblem {
 		problems, unset := agent.CheckLLM(l, os.Getenv)
 		for _, u := range unset {
@@ -74,7 +76,11 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				rep.File, l.Line(u.Key), u.Key, u.Msg))
 		}
 		return problems
-	}, CheckGuardrails: gateway.CheckGuards}) // the guards are built in the same pass: their problems are listed with the rest
+	}, CheckGuardrails: gateway.CheckGuards, CheckPolicies: func(c *config.Config) []config.PolicyProblem {
+		var problems []config.PolicyProblem
+		engine, problems = gateway.PolicyCheck(c)
+		return problems
+	}})
 	var cerr *config.Errors
 	switch {
 	case errors.As(err, &cerr):
@@ -89,10 +95,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	tlsProblems, tlsWarnings := gateway.CheckTLS(cfg) // the files of gateway.tls, which loading does not read
 	rep.Problems, rep.Warnings = append(rep.Problems, tlsProblems...), append(rep.Warnings, tlsWarnings...)
 	rep.Problems = append(rep.Problems, gateway.CheckApprovals(cfg)...) // judge (issue 21): approvals.use callback, which this binary cannot serve
-	engine, err := gateway.CompilePolicies(cfg)
-	if err != nil {
-		rep.Problems = append(rep.Problems, lines(err)...)
-		return printCheck(stdout, stderr, fs.output(), rep)
+	// Loading compiled the policies (a file whose policies section is not a mapping does not load).
+	if engine == nil {
+		return fmt.Errorf("%s: loading did not compile the policies", cfg.Path)
 	}
 	ex := checkExemptTools(ctx, cfg, o)
 	rep.Problems = append(append(rep.Problems, ex.problems...), gateway.StopToolRules(cfg, engine.Rules())...)
@@ -127,12 +132,13 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // loadAgentConfig is loadConfig for mcp-gateway agent: the model provider is built from the llm
-// section as check builds it (agent.CheckLLM), and the guards as check builds them (the
-// agent's llm.judge guards depend on the llm section), and their problems are printed with the
-// file's, at their lines, in one pass as check prints them; a headers_env variable that is not
-// set is one of them.
+// section as check builds it (agent.CheckLLM), and the guards and policies as check builds
+// them (the agent's llm.judge guards depend on the llm section), and their problems are
+// printed with the file's, at their lines, in one pass as check prints them; a headers_env
+// variable that is not set is one of them.
 func (f *cmdFlags) loadAgentConfig() (*config.Config, error) {
-	return f.loadConfigWith(config.Options{CheckLLM: agent.AgentLLMCheck(os.Getenv), CheckGuardrails: gateway.CheckGuards})
+	return f.loadConfigWith(config.Options{CheckLLM: agent.AgentLLMCheck(os.Getenv), CheckGuardrails: gateway.CheckGuards,
+		CheckPolicies: gateway.CheckPolicies})
 }
 
 // oauthSecretWarnings warns of a servers[].oauth.client_secret_env variable that is not set in
