@@ -19,8 +19,8 @@ const maxMessage = 200
 // providerMessage finds the error message in a provider's error body:
 // {"error": {"message": ...}} (OpenAI, Anthropic and most compatible servers),
 // {"error": "..."} or {"message": "..."}; for JSON of another shape, its values in order
-// ("detail: bad key"), decoded; else the body's text with its \uXXXX escapes decoded. Either
-// of the last two is cut to maxMessage bytes. Escapes are decoded so that the redactor sees
+// ("detail: bad key"), decoded; else the body's text with its \u escapes (such as \u002d)
+// decoded. Either of the last two is cut to maxMessage bytes. Escapes are decoded so that the redactor sees
 // a secret however the provider wrote it.
 func providerMessage(body []byte) string {
 	var v struct {
@@ -101,11 +101,12 @@ func labelled(key, value string) string {
 	return key + ": " + value
 }
 
-// uEscape is a \uXXXX escape, as JSON and many languages write a character.
+// uEscape is a \u escape of four hex digits (\u002d), as JSON and many languages write a
+// character.
 var uEscape = regexp.MustCompile(`\\u[0-9a-fA-F]{4}(\\u[0-9a-fA-F]{4})?`)
 
-// decodeEscapes replaces each \uXXXX escape in s with its character (a surrogate pair with the
-// one character it encodes, a lone surrogate with U+FFFD).
+// decodeEscapes replaces each \u escape of four hex digits in s with its character (a
+// surrogate pair with the one character it encodes, a lone surrogate with U+FFFD).
 func decodeEscapes(s string) string {
 	if !strings.Contains(s, `\u`) {
 		return s

@@ -31,12 +31,12 @@ const redacted = "[REDACTED]"
 // ellipsis ends a text cut short for a message (truncateText).
 const ellipsis = "…"
 
-// text removes every secret from s, written as is or with \uXXXX escapes, and the start of
-// one (minSecret characters or more) just before an ellipsis: a provider's text cut short for
+// text removes every secret from s, written as is or with \u escapes (\u002d), and the start
+// of one (minSecret characters or more) just before an ellipsis: a provider's text cut short for
 // a message may end inside a secret, which the whole secret no longer matches.
 func (r redactor) text(s string) string {
 	if strings.Contains(s, `\u`) {
-		// A secret written with \uXXXX escapes (a JSON string quoted once more) is one too.
+		// A secret written with \u escapes (a JSON string quoted once more) is one too.
 		if d := decodeEscapes(s); r.holds(d) {
 			s = d
 		}

@@ -151,7 +151,7 @@ func TestCutSecretsAreRedacted(t *testing.T) {
 
 // TestEscapedSecretsAreRedacted checks that a secret a provider wrote with JSON escapes is
 // redacted: in an error body of an unfamiliar JSON shape (its values decoded), in a body that
-// is not JSON (its \uXXXX escapes decoded), in an error message quoted once more.
+// is not JSON (its \u escapes decoded), in an error message quoted once more.
 func TestEscapedSecretsAreRedacted(t *testing.T) {
 	const key = "sk-PLANTEDKEY-1234567890abcdef"
 	escaped := strings.ReplaceAll(key, "-", `\u002d`)
