@@ -47,15 +47,10 @@ llm:
   provider: [openai]
 `
 	_, err := ParseWith("robot.yaml", []byte(src), check)
-	var errs *Errors
-	if !errors.As(err, &errs) || calls != 1 {
-		t.Fatalf("got %v after %d calls", err, calls)
+	if calls != 1 {
+		t.Fatalf("the hook was called %d times, want once", calls)
 	}
-	var got []string
-	for _, e := range errs.List {
-		got = append(got, e.Error())
-	}
-	want := []string{
+	wantProblems(t, err, []string{
 		"robot.yaml:2: servers[0] (robot): queue_size: must be at least 1, got 0",
 		"robot.yaml:7: guard r: regex.deny: patterns[0] does not compile",
 		"robot.yaml:8: guardrails.output[1].id: expected a string, got a list",
@@ -66,20 +61,13 @@ llm:
 		`robot.yaml:15: guardrails.output[3]: duplicate key "criteria"`,
 		`robot.yaml:16: guardrails: unknown key "outptu"`,
 		"robot.yaml:18: llm.provider: expected a string, got a list",
-	}
-	if len(got) != len(want) {
-		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-	for i := range want {
-		if !strings.HasPrefix(got[i], want[i]) {
-			t.Errorf("problem %d: %s\nwant:       %s", i, got[i], want[i])
-		}
-	}
+	})
 
 	// A where that did not decode leaves where.when empty: its problem is not repeated; nor is
 	// any problem of a judge needing the llm section when that section is not a mapping.
 	src = strings.Replace(strings.Replace(src, `where: {when: "tool ==="}`, "where: 5", 1), "llm:\n  provider: [openai]\n", "llm: 5\n", 1)
 	_, err = ParseWith("robot.yaml", []byte(src), check)
+	var errs *Errors
 	if !errors.As(err, &errs) {
 		t.Fatalf("got %v", err)
 	}
@@ -97,6 +85,28 @@ llm:
 	for _, src := range []string{"servers: [{name: robot, command: robot}]\n", "servers: [{name: robot, command: robot}]\nguardrails: 5\n"} {
 		if _, err := ParseWith("robot.yaml", []byte(src), check); calls != 0 || (err == nil) != !strings.Contains(src, "5") {
 			t.Errorf("%q: %d calls, %v", src, calls, err)
+		}
+	}
+}
+
+// wantProblems checks that err is the loader's *Errors and that its problems, in order, start
+// with want's lines.
+func wantProblems(t *testing.T, err error, want []string) {
+	t.Helper()
+	var errs *Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("got %v, want the file's problems", err)
+	}
+	var got []string
+	for _, e := range errs.List {
+		got = append(got, e.Error())
+	}
+	if len(got) != len(want) {
+		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("problem %d: %s\nwant:       %s", i, got[i], want[i])
 		}
 	}
 }
