@@ -21,7 +21,7 @@ import (
 )
 
 // heldYAML holds every call to move for an operator's approval; {{approvals}} is the approvals
-// section.
+// section (approvalsYAML fills it with the memory channel).
 const heldYAML = `servers:
 {{servers}}policies:
   default: allow

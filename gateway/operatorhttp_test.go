@@ -20,15 +20,8 @@ import (
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
-const approvalsYAML = `servers:
-{{servers}}policies:
-  default: allow
-  rules:
-    - {id: move-needs-person, effect: require_approval, when: 'upstream_tool == "move"', reason: a person watches the arm move}
-audit:
-  redact_keys: [pin]
-approvals: {use: memory, timeout: 1m}
-`
+// approvalsYAML is heldYAML with the memory channel: requests are seen through the admin API.
+var approvalsYAML = strings.Replace(heldYAML, "{{approvals}}", "  use: memory\n  timeout: 1m", 1)
 
 // operatorGateway starts a gateway on approvalsYAML with opts (its store and registry filled in).
 func operatorGateway(t *testing.T, opts Options) *Gateway {
