@@ -1,8 +1,10 @@
 package upstream
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -49,13 +51,26 @@ var errClientClosing = &jsonrpc.Error{Code: codeClientClosing, Message: "client 
 type fastCalls struct {
 	mu      sync.Mutex
 	next    int64
-	waiting map[int64]chan *jsonrpc.Response
-	done    error // the connection's end: set, every call fails with it
-	broken  error // a write failed: new calls are not sent
+	waiting map[int64]fastWait
+	// owed are the cancellations decided and not yet written: a call gave up its id, and
+	// notifications/cancelled goes out off its caller's path (notifyCancelled) or ahead of
+	// the next stop call (cancellationsFirst), whichever writes first.
+	owed map[int64]error
+	// told are the ids whose cancellation a stop call wrote while their caller had not yet
+	// woken to its context's end; giveUp clears them.
+	told   map[int64]struct{}
+	done   error // the connection's end: set, every call fails with it
+	broken error // a write failed: new calls are not sent
 }
 
-// register reserves the next id.
-func (f *fastCalls) register() (int64, chan *jsonrpc.Response, error) {
+// fastWait is one call waiting for its answer.
+type fastWait struct {
+	ch  chan *jsonrpc.Response
+	ctx context.Context // the call's: once it ends, the call is given up
+}
+
+// register reserves the next id for a call made with ctx.
+func (f *fastCalls) register(ctx context.Context) (int64, chan *jsonrpc.Response, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
@@ -67,10 +82,10 @@ func (f *fastCalls) register() (int64, chan *jsonrpc.Response, error) {
 	f.next++
 	id := fastIDBase + f.next
 	if f.waiting == nil {
-		f.waiting = make(map[int64]chan *jsonrpc.Response)
+		f.waiting = make(map[int64]fastWait)
 	}
 	ch := make(chan *jsonrpc.Response, 1)
-	f.waiting[id] = ch
+	f.waiting[id] = fastWait{ch: ch, ctx: ctx}
 	return id, ch, nil
 }
 
@@ -79,6 +94,63 @@ func (f *fastCalls) retire(id int64) {
 	f.mu.Lock()
 	delete(f.waiting, id)
 	f.mu.Unlock()
+}
+
+// giveUp retires id, whose call's context ended with cause, and reports whether its
+// cancellation is still owed; it is not when a stop call wrote it already.
+func (f *fastCalls) giveUp(id int64, cause error) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.told[id]; ok {
+		delete(f.told, id)
+		return false
+	}
+	delete(f.waiting, id)
+	if f.owed == nil {
+		f.owed = make(map[int64]error)
+	}
+	f.owed[id] = cause
+	return true
+}
+
+// takeOwed takes id's owed cancellation, if no one wrote it yet.
+func (f *fastCalls) takeOwed(id int64) (error, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cause, ok := f.owed[id]
+	delete(f.owed, id)
+	return cause, ok
+}
+
+// cancelledNow takes every cancellation not yet written, in the order of the calls' ids: those
+// owed, and those of calls whose context has ended while their caller has not yet woken to it
+// (marked told, so that it does not write them again).
+func (f *fastCalls) cancelledNow() []cancellation {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []cancellation
+	for id, cause := range f.owed {
+		out = append(out, cancellation{id, cause})
+	}
+	clear(f.owed)
+	for id, w := range f.waiting {
+		if err := w.ctx.Err(); err != nil {
+			delete(f.waiting, id)
+			if f.told == nil {
+				f.told = make(map[int64]struct{})
+			}
+			f.told[id] = struct{}{}
+			out = append(out, cancellation{id, err})
+		}
+	}
+	slices.SortFunc(out, func(a, b cancellation) int { return cmp.Compare(a.id, b.id) })
+	return out
+}
+
+// cancellation is a notifications/cancelled to write.
+type cancellation struct {
+	id    int64
+	cause error
 }
 
 func (f *fastCalls) writeFailed(err error) {
@@ -101,11 +173,11 @@ func (f *fastCalls) take(msg jsonrpc.Message) bool {
 		return false
 	}
 	f.mu.Lock()
-	ch := f.waiting[id]
+	w, ok := f.waiting[id]
 	delete(f.waiting, id)
 	f.mu.Unlock()
-	if ch != nil {
-		ch <- resp // buffered, and sent to once
+	if ok {
+		w.ch <- resp // buffered, and sent to once
 	}
 	return true
 }
@@ -119,8 +191,8 @@ func (f *fastCalls) fail(err error) {
 		return
 	}
 	f.done = err
-	for id, ch := range f.waiting {
-		ch <- &jsonrpc.Response{ID: wireID(id), Error: err}
+	for id, w := range f.waiting {
+		w.ch <- &jsonrpc.Response{ID: wireID(id), Error: err}
 	}
 	f.waiting = nil
 }
@@ -151,7 +223,7 @@ func (c *stdioConn) callTool(ctx context.Context, s *session, params *mcp.CallTo
 	case err != nil:
 		return nil, true, fmt.Errorf("calling %q: marshaling call parameters: %w", method, err)
 	}
-	id, answer, err := c.fast.register()
+	id, answer, err := c.fast.register(ctx)
 	if err != nil {
 		// As the SDK says it of a connection whose reading or writing ended: not sent.
 		return nil, true, fmt.Errorf("%w: calling %q: %w: %w", mcp.ErrConnectionClosed, method, errClientClosing, err)
@@ -164,7 +236,11 @@ func (c *stdioConn) callTool(ctx context.Context, s *session, params *mcp.CallTo
 	line = append(line, "}\n"...)
 
 	var resp *jsonrpc.Response
-	if err := c.writeLine(ctx, line); err != nil {
+	write := c.writeLine
+	if classOf(ctx) == classStop {
+		write = c.cancellationsFirst
+	}
+	if err := write(ctx, line); err != nil {
 		c.fast.retire(id)
 		if ctx.Err() == nil {
 			c.fast.writeFailed(err)
@@ -185,8 +261,9 @@ func (c *stdioConn) callTool(ctx context.Context, s *session, params *mcp.CallTo
 	if ctx.Err() != nil {
 		// Like the SDK, even when the answer came as ctx ended: the call is given up, the
 		// server told so off the caller's path, and the caller gets ctx's error.
-		c.fast.retire(id)
-		go c.notifyCancelled(context.WithoutCancel(ctx), id, ctx.Err())
+		if c.fast.giveUp(id, ctx.Err()) {
+			go c.notifyCancelled(context.WithoutCancel(ctx), id)
+		}
 		return nil, true, ctx.Err()
 	}
 	if resp.Error != nil {
@@ -203,19 +280,51 @@ func (c *stdioConn) callTool(ctx context.Context, s *session, params *mcp.CallTo
 // away.
 const codeClientClosing = -32003
 
-// notifyCancelled tells the server that the gateway gave up its call id.
-func (c *stdioConn) notifyCancelled(ctx context.Context, id int64, cause error) {
+// notifyCancelled tells the server that the gateway gave up its call id, unless a stop call
+// told it first.
+func (c *stdioConn) notifyCancelled(ctx context.Context, id int64) {
+	ctx, cancel := context.WithTimeout(ctx, notifyCancelledTimeout)
+	defer cancel()
+	if err := ctx.Err(); err != nil {
+		return
+	}
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	if cause, ok := c.fast.takeOwed(id); ok {
+		_, _ = c.t.w.Write(cancelledLine(id, cause)) // best effort, as the SDK's
+	}
+}
+
+// cancellationsFirst writes the line of a stop call after the notifications/cancelled of every
+// call given up before it, in one turn of the connection: the server reads that the calls it
+// is running were cancelled before it reads the stop, whichever goroutine got to the wire
+// first. A robot told to stop while it brakes after a cancellation knows it was braking
+// (the halt, docs/operations.md).
+func (c *stdioConn) cancellationsFirst(ctx context.Context, line []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	for _, cn := range c.fast.cancelledNow() {
+		if _, err := c.t.w.Write(cancelledLine(cn.id, cn.cause)); err != nil {
+			return err
+		}
+	}
+	_, err := c.t.w.Write(line)
+	return err
+}
+
+// cancelledLine is the notifications/cancelled of call id, as the SDK writes it.
+func cancelledLine(id int64, cause error) []byte {
 	params, err := wirejson.Marshal(&mcp.CancelledParams{Reason: cause.Error(), RequestID: id})
 	if err != nil {
-		return
+		params = []byte(`{"requestId":` + strconv.FormatInt(id, 10) + `}`)
 	}
 	line := make([]byte, 0, len(params)+80)
 	line = append(line, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":`...)
 	line = append(line, params...)
-	line = append(line, "}\n"...)
-	ctx, cancel := context.WithTimeout(ctx, notifyCancelledTimeout)
-	defer cancel()
-	_ = c.writeLine(ctx, line) // best effort, as the SDK's
+	return append(line, "}\n"...)
 }
 
 // encodeCallParams is the params of the tools/call the SDK's client session would send for

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -1026,5 +1027,59 @@ func TestFastPathIgnoresAnswersItDidNotAsk(t *testing.T) {
 	}
 	if fastCount(u) == 0 {
 		t.Fatal("the calls did not take the fast path")
+	}
+}
+
+// TestFastPathStopGoesBehindCancellations: a stop call made after a call in flight was given up
+// reaches the server behind that call's notifications/cancelled, even when the call's own
+// goroutine has not yet woken to write it. With one processor the goroutine that cancels runs
+// on into the stop call before the cancelled call's goroutine runs at all.
+func TestFastPathStopGoesBehindCancellations(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	cfg := stdioServer(t, "diff")
+	rec := &record{path: filepath.Join(t.TempDir(), "read")}
+	cfg.Env[recordEnv] = rec.path
+	m, err := startManager(t, []config.Server{cfg}, Options{FastPath: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := m.All()[0]
+	c := u.ready.Load().conn.(*stdioConn)
+	for round := range 20 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := u.Call(ctx, "block", json.RawMessage(`{}`), nil)
+			done <- err
+		}()
+		rec.waitFor(t, `"name":"block"`)
+		cancel()
+		stop := fmt.Sprintf(`{"seed":%d}`, round)
+		// gen answers some seeds with an error of its own: an answer all the same.
+		if _, err := u.Call(WithStop(context.Background()), "gen", json.RawMessage(stop), nil); err != nil && transportFailed(err) {
+			t.Fatalf("round %d: the stop call: %v", round, err)
+		}
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("round %d: the cancelled call: %v", round, err)
+		}
+		lines := normalizedLines(t, rec.path)
+		cancelled, stopAt := -1, -1
+		for i, l := range lines {
+			switch {
+			case strings.Contains(l, `"notifications/cancelled"`):
+				cancelled = i
+			case strings.Contains(l, `"arguments":`+stop):
+				stopAt = i
+			}
+		}
+		if cancelled < 0 || stopAt < cancelled {
+			t.Fatalf("round %d: the server read the stop at line %d and the last cancellation at %d, want the cancellation first:\n%s",
+				round, stopAt, cancelled, strings.Join(lines, "\n"))
+		}
+	}
+	c.fast.mu.Lock()
+	defer c.fast.mu.Unlock()
+	if len(c.fast.waiting)+len(c.fast.owed)+len(c.fast.told) != 0 {
+		t.Errorf("after the rounds: waiting %d, owed %d, told %d; want nothing kept", len(c.fast.waiting), len(c.fast.owed), len(c.fast.told))
 	}
 }
