@@ -50,7 +50,9 @@ import (
 // callerOfToken, originFor, runCall), under the same caller watch (callerwatch.go) and idle
 // count (sessionlimits.go). The answer is the SDK's: status 200, its three headers, each
 // message an SSE event "message" (no id: the gateway keeps no event store), progress
-// notifications before the result, each flushed, and the same JSON, encoded with
+// notifications before the result, each flushed, the result written as the handler returns
+// (over HTTP/1.1, chunked as the SDK's flushed stream is, in one write with the headers and
+// the stream's end when no progress came before it), and the same JSON, encoded with
 // encoding/json without HTML escaping as the SDK's jsonrpc2 does. A result that asks for
 // input is handed over to the SDK (hand). notifications/cancelled
 // naming a call served here cancels it, and goes on to the SDK, which finds nothing to cancel.
@@ -460,11 +462,16 @@ func (g *Gateway) serveCall(ctx context.Context, w http.ResponseWriter, r *http.
 		c.RequestID = idText(id)
 		ctx = g.callContext(ctx, p.traceMeta(), r.Header)
 	}
-	st := &sseStream{w: w}
+	st := &sseStream{w: w, chunked: r.ProtoMajor == 1}
 	hdr := w.Header()
 	hdr.Set("Cache-Control", "no-cache, no-transform")
 	hdr.Set("Content-Type", "text/event-stream")
 	hdr.Set("Connection", "keep-alive")
+	if st.chunked {
+		// The framing the SDK's flushed stream gets, asked for, so that the answer can go
+		// unflushed (sseStream.answer) without net/http framing it by a Content-Length.
+		hdr.Set("Transfer-Encoding", "chunked")
+	}
 	if token := p.token; token != nil {
 		c.Progress = func(n *mcp.ProgressNotificationParams) { st.notify(progressOf(token, n)) }
 	}
@@ -474,7 +481,7 @@ func (g *Gateway) serveCall(ctx context.Context, w http.ResponseWriter, r *http.
 	delete(s.calls, id)
 	s.mu.Unlock()
 	if err == nil && res != nil && res.InputRequests != nil && st.handOver() {
-		for _, k := range []string{"Cache-Control", "Content-Type", "Connection"} {
+		for _, k := range []string{"Cache-Control", "Content-Type", "Connection", "Transfer-Encoding"} {
 			hdr.Del(k)
 		}
 		g.fast.served.Add(^uint64(0))
@@ -491,6 +498,11 @@ type sseStream struct {
 	mu    sync.Mutex
 	wrote bool
 	done  bool
+	// chunked: HTTP/1.1, with the chunked framing asked for in the headers. The answer, the
+	// stream's last event, is then written unflushed: the handler returns right after it, and
+	// net/http writes headers (unless a progress event sent them), the event and the stream's
+	// end in one write to the connection instead of two.
+	chunked bool
 }
 
 // handOver ends the stream unwritten, for the SDK to answer the request, and reports whether
@@ -552,6 +564,11 @@ func (st *sseStream) answer(id jsonrpc.ID, res *mcp.CallToolResult, err error) {
 		}
 	}
 	b.WriteString("}\n\n")
+	if st.chunked {
+		st.wrote = true
+		_, _ = st.w.Write(b.Bytes())
+		return
+	}
 	st.write(b.Bytes())
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -655,4 +657,76 @@ func FuzzReadCallParams(f *testing.F) {
 			}
 		}
 	})
+}
+
+// writeCounter counts the writes to the connections of a listener.
+type writeCounter struct {
+	net.Listener
+	writes atomic.Int64
+}
+
+func (l *writeCounter) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countedConn{Conn: c, n: &l.writes}, nil
+}
+
+type countedConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c *countedConn) Write(p []byte) (int, error) {
+	c.n.Add(1)
+	return c.Conn.Write(p)
+}
+
+// TestFastPathAnswerIsOneWrite: an answer the fast path serves with no progress before it goes
+// to the connection in one write (headers, the event, the end of the stream), chunked as the
+// SDK's is; with progress, each progress event is flushed before it, and the stream still ends
+// with the answer.
+func TestFastPathAnswerIsOneWrite(t *testing.T) {
+	g, _, _ := fastGateway(t, true)
+	srv := httptest.NewUnstartedServer(g.Handler(nil))
+	lis := &writeCounter{Listener: srv.Listener}
+	srv.Listener = lis
+	srv.Start()
+	t.Cleanup(srv.Close)
+	s := openRaw(t, &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}, srv.URL+"/mcp")
+	for i, c := range []struct {
+		params       string
+		writes, body int // the writes of the answer; the events it holds
+	}{
+		{`{"name":"echo__say","arguments":{"text":"hi"}}`, 1, 1},
+		{`{"name":"echo__tick","arguments":{},"_meta":{"progressToken":"t"}}`, -1, 4},
+	} {
+		before := lis.writes.Load()
+		served := g.fast.served.Load()
+		resp := s.post(t, context.Background(), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, i+1, c.params))
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		writes := lis.writes.Load() - before
+		if g.fast.served.Load() != served+1 {
+			t.Fatalf("call %d was not served by the fast path", i+1)
+		}
+		if resp.StatusCode != 200 || !slices.Equal(resp.TransferEncoding, []string{"chunked"}) || resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Errorf("call %d: status %d, transfer encoding %q, content type %q; want 200, chunked, text/event-stream",
+				i+1, resp.StatusCode, resp.TransferEncoding, resp.Header.Get("Content-Type"))
+		}
+		events := strings.Count(string(body), "event: message\n")
+		if events < c.body || !strings.Contains(string(body), fmt.Sprintf(`"id":%d,"result"`, i+1)) {
+			t.Errorf("call %d: %d events, want at least %d ending with the answer:\n%s", i+1, events, c.body, body)
+		}
+		if c.writes > 0 && writes != int64(c.writes) {
+			t.Errorf("call %d: the answer took %d writes to the connection, want %d", i+1, writes, c.writes)
+		}
+		if c.writes < 0 && writes < int64(events) {
+			t.Errorf("call %d: %d writes for %d events, want each progress event flushed on its own", i+1, writes, events)
+		}
+	}
 }
