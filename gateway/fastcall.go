@@ -559,8 +559,10 @@ func (st *sseStream) answer(id jsonrpc.ID, res *mcp.CallToolResult, err error) {
 			res.Content = []mcp.Content{} // as the SDK does: no "null"
 		}
 		b.WriteString(`,"result":`)
-		if wirejson.Append(b, res) != nil {
-			return
+		if res == nil || !appendPlainResult(b, res) {
+			if wirejson.Append(b, res) != nil {
+				return
+			}
 		}
 	}
 	b.WriteString("}\n\n")
