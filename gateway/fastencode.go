@@ -9,15 +9,16 @@ import (
 )
 
 // appendPlainResult writes res as encoding/json writes it through the SDK's MarshalJSON
-// methods, for the result most tools return: text content only, nothing else set but isError.
-// It reports false, having written nothing, for any other result, which the caller encodes
-// with encoding/json. The SDK's MarshalJSON of the result and of each text block call
-// json.Marshal, so their strings are HTML-escaped even inside an encoder that does not
-// escape; appendMarshaledString writes them so. TestPlainResultEncodesAsTheSDK holds the
-// bytes to encoding/json's.
+// methods, for the result most tools return: text content only, with at most its _meta,
+// isError and resultType (which a server of MCP 2025-11-25 or later sets) besides. It reports
+// false, having written nothing, for any other result, which the caller encodes with
+// encoding/json. The SDK's MarshalJSON of the result and of each text block call json.Marshal,
+// so their strings are HTML-escaped even inside an encoder that does not escape;
+// appendMarshaledString writes them so, and _meta is encoded by json.Marshal itself.
+// TestPlainResultEncodesAsTheSDK holds the bytes to encoding/json's.
 func appendPlainResult(b *bytes.Buffer, res *mcp.CallToolResult) bool {
-	if len(res.Meta) != 0 || res.StructuredContent != nil || res.InputRequests != nil || res.RequestState != "" ||
-		resultTypeOf(res) != "" {
+	rt := resultTypeOf(res)
+	if res.StructuredContent != nil || res.InputRequests != nil || res.RequestState != "" || rt == "?" {
 		return false
 	}
 	for _, c := range res.Content {
@@ -26,7 +27,20 @@ func appendPlainResult(b *bytes.Buffer, res *mcp.CallToolResult) bool {
 			return false
 		}
 	}
-	b.WriteString(`{"content":[`)
+	var meta []byte
+	if len(res.Meta) != 0 {
+		var err error
+		if meta, err = json.Marshal(res.Meta); err != nil {
+			return false
+		}
+	}
+	b.WriteByte('{')
+	if meta != nil {
+		b.WriteString(`"_meta":`)
+		b.Write(meta)
+		b.WriteByte(',')
+	}
+	b.WriteString(`"content":[`)
 	for i, c := range res.Content {
 		if i > 0 {
 			b.WriteByte(',')
@@ -38,6 +52,10 @@ func appendPlainResult(b *bytes.Buffer, res *mcp.CallToolResult) bool {
 	b.WriteByte(']')
 	if res.IsError {
 		b.WriteString(`,"isError":true`)
+	}
+	if rt != "" {
+		b.WriteString(`,"resultType":`)
+		appendMarshaledString(b, rt)
 	}
 	b.WriteByte('}')
 	return true

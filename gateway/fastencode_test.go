@@ -3,7 +3,9 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -45,10 +47,29 @@ func TestPlainResultEncodesAsTheSDK(t *testing.T) {
 		}
 		return s
 	}
-	for range 5000 {
-		res := &mcp.CallToolResult{Content: []mcp.Content{}, IsError: r.IntN(3) == 0}
-		for range r.IntN(4) {
-			res.Content = append(res.Content, &mcp.TextContent{Text: text()})
+	metas := []string{``, `"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"echo-server","version":"0.1.0"}},`,
+		`"_meta":{"b":[1,2.5,-3e30,true,null],"a":"<&>\u2028","z":{"":{}}},`}
+	types := []string{``, `,"resultType":"complete"`, `,"resultType":"odd <type>"`}
+	for i := range 5000 {
+		// Half are read as a server sends them, so that what the SDK keeps unexported
+		// (resultType) is set as it is for a real result.
+		var res *mcp.CallToolResult
+		if i%2 == 0 {
+			res = &mcp.CallToolResult{Content: []mcp.Content{}, IsError: r.IntN(3) == 0}
+			for range r.IntN(4) {
+				res.Content = append(res.Content, &mcp.TextContent{Text: text()})
+			}
+		} else {
+			var blocks []string
+			for range r.IntN(4) {
+				t, _ := json.Marshal(text())
+				blocks = append(blocks, `{"type":"text","text":`+string(t)+`}`)
+			}
+			wire := fmt.Sprintf(`{%s"content":[%s],"isError":%v%s}`, metas[r.IntN(len(metas))], strings.Join(blocks, ","), r.IntN(3) == 0, types[r.IntN(len(types))])
+			res = new(mcp.CallToolResult)
+			if err := json.Unmarshal([]byte(wire), res); err != nil {
+				t.Fatalf("%s: %v", wire, err)
+			}
 		}
 		plainAsTheSDK(t, res, true)
 	}
@@ -56,20 +77,29 @@ func TestPlainResultEncodesAsTheSDK(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"content":[{"type":"text","text":"done"}],"resultType":"complete"}`), &withType); err != nil {
 		t.Fatal(err)
 	}
+	if resultTypeOf(&withType) != "complete" {
+		t.Errorf("resultTypeOf a result read with resultType complete = %q", resultTypeOf(&withType))
+	}
+	plainAsTheSDK(t, &mcp.CallToolResult{Meta: mcp.Meta{"k": "<v>", "n": map[string]any{"x": []any{1.5, "&"}}}, Content: []mcp.Content{&mcp.TextContent{Text: "a"}}}, true)
 	txt := func() []mcp.Content { return []mcp.Content{&mcp.TextContent{Text: "a"}} }
 	for name, res := range map[string]*mcp.CallToolResult{
-		"meta":               {Meta: mcp.Meta{"k": "<v>"}, Content: txt()},
 		"structured content": {Content: txt(), StructuredContent: map[string]any{"a": "<b>"}},
 		"request state":      {Content: txt(), RequestState: "st"},
+		"input requests":     {Content: txt(), InputRequests: mcp.InputRequestMap{"q": &mcp.ElicitParams{Message: "m"}}},
 		"text meta":          {Content: []mcp.Content{&mcp.TextContent{Text: "a", Meta: mcp.Meta{"m": 1}}}},
 		"annotations":        {Content: []mcp.Content{&mcp.TextContent{Text: "a", Annotations: &mcp.Annotations{Priority: 1}}}},
 		"image":              {Content: []mcp.Content{&mcp.TextContent{Text: "a"}, &mcp.ImageContent{MIMEType: "image/png", Data: []byte{1}}}},
-		"result type":        &withType,
+		"meta not encodable": {Meta: mcp.Meta{"f": func() {}}, Content: txt()},
 	} {
-		t.Run(name, func(t *testing.T) { plainAsTheSDK(t, res, false) })
-	}
-	if resultTypeOf(&withType) != "complete" {
-		t.Errorf("resultTypeOf a result read with resultType complete = %q", resultTypeOf(&withType))
+		t.Run(name, func(t *testing.T) {
+			if name == "meta not encodable" {
+				if got := bytes.NewBufferString("x"); appendPlainResult(got, res) || got.String() != "x" {
+					t.Fatalf("a result whose _meta cannot be encoded: taken, %q written", got.String())
+				}
+				return
+			}
+			plainAsTheSDK(t, res, false)
+		})
 	}
 }
 
@@ -87,7 +117,11 @@ func FuzzPlainResultEncodesAsTheSDK(f *testing.F) {
 
 // BenchmarkResultEncoding: the echo tool's result, by appendPlainResult and by encoding/json.
 func BenchmarkResultEncoding(b *testing.B) {
-	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "Echo: 0123456789abcdef"}}}
+	res := new(mcp.CallToolResult)
+	// The echo server's answer, as the gateway reads it.
+	if err := json.Unmarshal([]byte(`{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"echo-server","version":"0.1.0"}},"content":[{"type":"text","text":"Echo: 0123456789abcdef"}],"resultType":"complete"}`), res); err != nil {
+		b.Fatal(err)
+	}
 	for _, bc := range []struct {
 		name string
 		enc  func(*bytes.Buffer)
