@@ -26,7 +26,7 @@ const sdkParseFlags = segjson.DontMatchCaseInsensitiveStructFields
 
 // wireResult is a CallToolResult as it is on the wire.
 type wireResult struct {
-	Meta              mcp.Meta            `json:"_meta"`
+	Meta              wireMeta            `json:"_meta"`
 	Content           []*wireBlock        `json:"content"`
 	StructuredContent any                 `json:"structuredContent"`
 	IsError           bool                `json:"isError"`
@@ -115,7 +115,7 @@ func (w *wireResult) result() (*mcp.CallToolResult, bool) {
 	if !ok {
 		return nil, false
 	}
-	res.Meta = w.Meta
+	res.Meta = mcp.Meta(w.Meta)
 	res.Content = content
 	res.StructuredContent = w.StructuredContent
 	res.IsError = w.IsError
@@ -134,6 +134,103 @@ var resultTypeTemplates = sync.OnceValue(func() map[string]mcp.CallToolResult {
 	}
 	return m
 })
+
+// wireMeta is a result's _meta. The SDK's decoder makes every map[string]any it decodes with
+// room for 64 members (about 5 KB, zeroed), and the _meta of every result of a server of MCP
+// 2025-11-25 or later holds two (the server's name and version); a _meta of only objects and
+// strings of printable ASCII without escapes is decoded here, into maps of its size, to the
+// same values. Anything else is decoded by the SDK's decoder, as before; an error makes the
+// whole result the SDK's (decodeCallToolResult).
+type wireMeta map[string]any
+
+func (m *wireMeta) UnmarshalJSON(data []byte) error {
+	if *m == nil {
+		if v, rest, ok := plainObject(data); ok && len(skipSpace(rest)) == 0 {
+			*m = v
+			return nil
+		}
+	}
+	// Into the map there is, as the SDK's decoder does when a result holds _meta twice.
+	_, err := segjson.Parse(data, (*map[string]any)(m), sdkParseFlags)
+	return err
+}
+
+// plainObject decodes the JSON object at the start of b, of members whose values are plain
+// strings or such objects; ok is false for anything else.
+func plainObject(b []byte) (obj map[string]any, rest []byte, ok bool) {
+	b = skipSpace(b)
+	if len(b) == 0 || b[0] != '{' {
+		return nil, nil, false
+	}
+	obj = make(map[string]any, 2)
+	b = skipSpace(b[1:])
+	if len(b) > 0 && b[0] == '}' {
+		return obj, b[1:], true
+	}
+	for {
+		var key string
+		if key, b, ok = plainString(b); !ok {
+			return nil, nil, false
+		}
+		if b = skipSpace(b); len(b) == 0 || b[0] != ':' {
+			return nil, nil, false
+		}
+		b = skipSpace(b[1:])
+		if len(b) == 0 {
+			return nil, nil, false
+		}
+		switch b[0] {
+		case '"':
+			var v string
+			if v, b, ok = plainString(b); !ok {
+				return nil, nil, false
+			}
+			obj[key] = v
+		case '{':
+			var v map[string]any
+			if v, b, ok = plainObject(b); !ok {
+				return nil, nil, false
+			}
+			obj[key] = v
+		default:
+			return nil, nil, false
+		}
+		if b = skipSpace(b); len(b) == 0 {
+			return nil, nil, false
+		}
+		switch b[0] {
+		case ',':
+			b = skipSpace(b[1:])
+		case '}':
+			return obj, b[1:], true
+		default:
+			return nil, nil, false
+		}
+	}
+}
+
+// plainString decodes the string at the start of b if it is printable ASCII without escapes.
+func plainString(b []byte) (s string, rest []byte, ok bool) {
+	if len(b) == 0 || b[0] != '"' {
+		return "", nil, false
+	}
+	for i := 1; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			return string(b[1:i]), b[i+1:], true
+		case c < 0x20 || c >= 0x7f || c == '\\':
+			return "", nil, false
+		}
+	}
+	return "", nil, false
+}
+
+func skipSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r' || b[0] == '\n') {
+		b = b[1:]
+	}
+	return b
+}
 
 // resultTypes is an empty result of result type rt, as the SDK decodes it.
 func resultTypes(rt string) mcp.CallToolResult { return resultTypeTemplates()[rt] }

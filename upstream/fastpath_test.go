@@ -724,6 +724,13 @@ func fastCount(u *Upstream) int64 {
 // decodeCases are results decoded both ways; the seeds of FuzzFastPathDecodesLikeTheSDK.
 var decodeCases = []string{
 	``, `null`, `{}`, `[]`, `1`, `"x"`, `{"content":[]}`,
+	// _meta as servers of MCP 2025-11-25 and later send it, and its edges.
+	`{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"echo-server","version":"0.1.0"}},"content":[{"type":"text","text":"hi"}],"resultType":"complete"}`,
+	`{"_meta": { "a" : "b" , "c" : { } } ,"content":[]}`, `{"_meta":{},"content":[]}`, `{"_meta":null,"content":[]}`,
+	`{"_meta":{"a":"x"},"_meta":{"b":"y"},"content":[]}`, `{"_meta":{"a":"x"},"_meta":null,"content":[]}`,
+	`{"_meta":{"a":"x","a":{"b":"c"}},"content":[]}`, `{"_meta":{"a":"\u00e9"},"content":[]}`, `{"_meta":{"b":"é"},"content":[]}`, `{"_meta":{"c":"\\"},"content":[]}`,
+	`{"_meta":{"a":"x",},"content":[]}`, `{"_meta":{"a":"x"}}}`, `{"_meta":[],"content":[]}`, `{"_meta":"x","content":[]}`,
+	`{"_meta":{"a":1,"b":true,"c":null,"d":[{"e":"f"}]},"content":[]}`,
 	`{"content":[{"type":"text","text":"a","annotations":{"audience":["user"],"priority":0.5,"lastModified":"t"},"_meta":{"k":[1,{"a":null}]}}]}`,
 	`{"content":[{"type":"image","data":"AAEC","mimeType":"image/png"},{"type":"audio","data":"","mimeType":"audio/wav"}]}`,
 	`{"content":[{"type":"resource_link","uri":"u","name":"n","title":"t","description":"d","mimeType":"m","size":12,"icons":[{"src":"s","sizes":["1x1"],"theme":"light"}]}]}`,
