@@ -462,7 +462,7 @@ func (g *Gateway) serveCall(ctx context.Context, w http.ResponseWriter, r *http.
 		c.RequestID = idText(id)
 		ctx = g.callContext(ctx, p.traceMeta(), r.Header)
 	}
-	st := &sseStream{w: w, chunked: r.ProtoMajor == 1}
+	st := &sseStream{w: w, chunked: r.ProtoMajor == 1 && r.ProtoMinor >= 1}
 	hdr := w.Header()
 	hdr.Set("Cache-Control", "no-cache, no-transform")
 	hdr.Set("Content-Type", "text/event-stream")
@@ -501,7 +501,8 @@ type sseStream struct {
 	// chunked: HTTP/1.1, with the chunked framing asked for in the headers. The answer, the
 	// stream's last event, is then written unflushed: the handler returns right after it, and
 	// net/http writes headers (unless a progress event sent them), the event and the stream's
-	// end in one write to the connection instead of two.
+	// end in one write to the connection instead of two (an answer larger than net/http's
+	// buffers, a few KB, goes out in more as it is written).
 	chunked bool
 }
 

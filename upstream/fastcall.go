@@ -54,7 +54,7 @@ type fastCalls struct {
 	waiting map[int64]fastWait
 	// owed are the cancellations decided and not yet written: a call gave up its id, and
 	// notifications/cancelled goes out off its caller's path (notifyCancelled) or ahead of
-	// the next stop call (cancellationsFirst), whichever writes first.
+	// the next stop call (writeCall), whichever writes first.
 	owed map[int64]error
 	// told are the ids whose cancellation a stop call wrote while their caller had not yet
 	// woken to its context's end; giveUp clears them.
@@ -67,6 +67,11 @@ type fastCalls struct {
 type fastWait struct {
 	ch  chan *jsonrpc.Response
 	ctx context.Context // the call's: once it ends, the call is given up
+	// written: the call's request is on the wire (set under the connection's write lock, in
+	// the same turn as the write). Only such a call's cancellation goes ahead of a stop: one
+	// whose request is not written yet finds its context ended when it gets the lock, and is
+	// never written.
+	written bool
 }
 
 // register reserves the next id for a call made with ctx.
@@ -93,6 +98,16 @@ func (f *fastCalls) register(ctx context.Context) (int64, chan *jsonrpc.Response
 func (f *fastCalls) retire(id int64) {
 	f.mu.Lock()
 	delete(f.waiting, id)
+	f.mu.Unlock()
+}
+
+// wrote marks id's request as written. Called with the connection's write lock held.
+func (f *fastCalls) wrote(id int64) {
+	f.mu.Lock()
+	if w, ok := f.waiting[id]; ok {
+		w.written = true
+		f.waiting[id] = w
+	}
 	f.mu.Unlock()
 }
 
@@ -123,8 +138,9 @@ func (f *fastCalls) takeOwed(id int64) (error, bool) {
 }
 
 // cancelledNow takes every cancellation not yet written, in the order of the calls' ids: those
-// owed, and those of calls whose context has ended while their caller has not yet woken to it
-// (marked told, so that it does not write them again).
+// owed, and those of calls whose request is written and whose context has ended while their
+// caller has not yet woken to it (marked told, so that it does not write them again). Called
+// with the connection's write lock held.
 func (f *fastCalls) cancelledNow() []cancellation {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -134,7 +150,7 @@ func (f *fastCalls) cancelledNow() []cancellation {
 	}
 	clear(f.owed)
 	for id, w := range f.waiting {
-		if err := w.ctx.Err(); err != nil {
+		if err := w.ctx.Err(); err != nil && w.written {
 			delete(f.waiting, id)
 			if f.told == nil {
 				f.told = make(map[int64]struct{})
@@ -236,11 +252,7 @@ func (c *stdioConn) callTool(ctx context.Context, s *session, params *mcp.CallTo
 	line = append(line, "}\n"...)
 
 	var resp *jsonrpc.Response
-	write := c.writeLine
-	if classOf(ctx) == classStop {
-		write = c.cancellationsFirst
-	}
-	if err := write(ctx, line); err != nil {
+	if err := c.writeCall(ctx, id, line, classOf(ctx) == classStop); err != nil {
 		c.fast.retire(id)
 		if ctx.Err() == nil {
 			c.fast.writeFailed(err)
@@ -295,24 +307,33 @@ func (c *stdioConn) notifyCancelled(ctx context.Context, id int64) {
 	}
 }
 
-// cancellationsFirst writes the line of a stop call after the notifications/cancelled of every
-// call given up before it, in one turn of the connection: the server reads that the calls it
-// is running were cancelled before it reads the stop, whichever goroutine got to the wire
-// first. A robot told to stop while it brakes after a cancellation knows it was braking
-// (the halt, docs/operations.md).
-func (c *stdioConn) cancellationsFirst(ctx context.Context, line []byte) error {
+// writeCall writes the request line of call id, and marks it written in the same turn of the
+// connection's write lock. A call whose context has ended by the time it has the lock is not
+// written. A stop call's line goes after the notifications/cancelled of every call given up
+// before it: the server reads that the calls it is running were cancelled before it reads the
+// stop, whichever goroutine got to the wire first. A robot told to stop while it brakes after
+// a cancellation knows it was braking (the halt, docs/operations.md).
+func (c *stdioConn) writeCall(ctx context.Context, id int64, line []byte, stop bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
-	for _, cn := range c.fast.cancelledNow() {
-		if _, err := c.t.w.Write(cancelledLine(cn.id, cn.cause)); err != nil {
-			return err
+	if err := ctx.Err(); err != nil {
+		return err // it ended while the call waited for the lock (behind a stop, say)
+	}
+	if stop {
+		for _, cn := range c.fast.cancelledNow() {
+			if _, err := c.t.w.Write(cancelledLine(cn.id, cn.cause)); err != nil {
+				return err
+			}
 		}
 	}
-	_, err := c.t.w.Write(line)
-	return err
+	if _, err := c.t.w.Write(line); err != nil {
+		return err
+	}
+	c.fast.wrote(id)
+	return nil
 }
 
 // cancelledLine is the notifications/cancelled of call id, as the SDK writes it.

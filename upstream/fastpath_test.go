@@ -1090,3 +1090,128 @@ func TestFastPathStopGoesBehindCancellations(t *testing.T) {
 		t.Errorf("after the rounds: waiting %d, owed %d, told %d; want nothing kept", len(c.fast.waiting), len(c.fast.owed), len(c.fast.told))
 	}
 }
+
+// requestsAndCancellations reads the record of a diff server: for each id, the line of its
+// tools/call request whose arguments match args, and the lines of the cancellations naming it.
+func requestsAndCancellations(t *testing.T, path string, args *regexp.Regexp) (requests map[string]int, cancels map[string][]int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	request := regexp.MustCompile(`^\{"jsonrpc":"2\.0","id":(\d+),"method":"tools/call"`)
+	cancel := regexp.MustCompile(`"method":"notifications/cancelled".*"requestId":(\d+)\}`)
+	requests, cancels = map[string]int{}, map[string][]int{}
+	for i, l := range strings.Split(string(b), "\n") {
+		if m := request.FindStringSubmatch(l); m != nil && args.MatchString(l) {
+			requests[m[1]] = i
+		}
+		if m := cancel.FindStringSubmatch(l); m != nil {
+			cancels[m[1]] = append(cancels[m[1]], i)
+		}
+	}
+	return requests, cancels
+}
+
+// TestFastPathNoRequestBehindItsCancellation: a call whose context ends while it waits for the
+// connection, behind a stop call that takes the connection first, is not written after the
+// cancellation the stop wrote for it (the server would ignore that cancellation and run the
+// call to its end); it is not written at all. Found by an outside reviewer: the stop took every
+// call with an ended context for one on the wire.
+func TestFastPathNoRequestBehindItsCancellation(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	cfg := stdioServer(t, "diff")
+	rec := filepath.Join(t.TempDir(), "read")
+	cfg.Env[recordEnv] = rec
+	m, err := startManager(t, []config.Server{cfg}, Options{FastPath: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := m.All()[0]
+	c := u.ready.Load().conn.(*stdioConn)
+	for round := range 10 {
+		ctx, cancel := context.WithCancel(context.Background())
+		c.writeMu.Lock() // another writer holds the pipe
+		done := make(chan error, 1)
+		go func() {
+			_, err := u.Call(ctx, "block", json.RawMessage(fmt.Sprintf(`{"round":%d}`, round)), nil)
+			done <- err
+		}()
+		eventually(t, 5*time.Second, "the call to wait for the pipe", func() bool {
+			c.fast.mu.Lock()
+			defer c.fast.mu.Unlock()
+			return len(c.fast.waiting) == 1
+		})
+		time.Sleep(5 * time.Millisecond) // past its check of the context, at the lock
+		cancel()
+		c.writeMu.Unlock()
+		if _, err := u.Call(WithStop(context.Background()), "gen", json.RawMessage(fmt.Sprintf(`{"seed":%d}`, round)), nil); err != nil && transportFailed(err) {
+			t.Fatalf("round %d: the stop call: %v", round, err)
+		}
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("round %d: the cancelled call: %v", round, err)
+		}
+		rec := &record{path: rec}
+		rec.waitFor(t, fmt.Sprintf(`"arguments":{"seed":%d}`, round))
+		requests, cancels := requestsAndCancellations(t, rec.path, regexp.MustCompile(fmt.Sprintf(`"arguments":\{"round":%d\}`, round)))
+		for id, at := range requests {
+			if cs := cancels[id]; len(cs) == 0 || cs[len(cs)-1] < at {
+				t.Errorf("round %d: the server read call %s's request at line %d, after its cancellations %v: it would run on", round, id, at, cs)
+			}
+		}
+	}
+}
+
+// TestFastPathCancellationsExactlyOnce: calls cancelled at staggered moments beside stop calls:
+// every request the server read gets exactly one cancellation, after the request, and nothing
+// is kept once they are done.
+func TestFastPathCancellationsExactlyOnce(t *testing.T) {
+	cfg := stdioServer(t, "diff")
+	rec := filepath.Join(t.TempDir(), "read")
+	cfg.Env[recordEnv] = rec
+	m, err := startManager(t, []config.Server{cfg}, Options{FastPath: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := m.All()[0]
+	c := u.ready.Load().conn.(*stdioConn)
+	for round := range 30 {
+		var wg sync.WaitGroup
+		for k := range 8 {
+			ctx, cancel := context.WithCancel(context.Background())
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				_, _ = u.Call(ctx, "block", json.RawMessage(fmt.Sprintf(`{"r":%d,"k":%d}`, round, k)), nil)
+			}()
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(k*50) * time.Microsecond)
+				cancel()
+			}()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(200 * time.Microsecond)
+			_, _ = u.Call(WithStop(context.Background()), "gen", json.RawMessage(fmt.Sprintf(`{"seed":%d}`, round)), nil)
+		}()
+		wg.Wait()
+	}
+	eventually(t, 5*time.Second, "every cancellation owed to be written", func() bool {
+		c.fast.mu.Lock()
+		defer c.fast.mu.Unlock()
+		return len(c.fast.waiting)+len(c.fast.owed)+len(c.fast.told) == 0
+	})
+	(&record{path: rec}).waitFor(t, `"arguments":{"seed":29}`)
+	time.Sleep(100 * time.Millisecond) // the last cancellations reach the record
+	requests, cancels := requestsAndCancellations(t, rec, regexp.MustCompile(`"arguments":\{"r":`))
+	if len(requests) == 0 {
+		t.Fatal("the server read no request")
+	}
+	for id, at := range requests {
+		if cs := cancels[id]; len(cs) != 1 || cs[0] < at {
+			t.Errorf("call %s: request at line %d, cancellations at %v; want one, after it", id, at, cs)
+		}
+	}
+}
