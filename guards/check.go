@@ -263,24 +263,16 @@ var errPanicked = errors.New("the guard panicked")
 // scanLeaves runs one guard over every leaf within the entry's timeout, appending to hits. On
 // an error the hits are dropped: the error decides.
 func scanLeaves(ctx context.Context, e *entry, leaves []leaf, hits []hit) (_ []hit, err error) {
-	if e.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, e.timeout)
-		defer cancel()
-	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	defer func() {
 		if recover() != nil {
 			err = errPanicked
 		}
 	}()
-	done := ctx.Done() // nil for a context that is never done
 	for li := range leaves {
-		if done != nil {
-			select {
-			case <-done:
-				return hits[:0], contextError(ctx, e.timeout)
-			default:
-			}
+		if ctx.Err() != nil {
+			return hits[:0], contextError(ctx, e.timeout)
 		}
 		text := leaves[li].text
 		spans, err := e.guard.Scan(ctx, text)
@@ -298,11 +290,8 @@ func scanLeaves(ctx context.Context, e *entry, leaves []leaf, hits []hit) (_ []h
 
 // scanOne runs one guard on one text, as scanLeaves does, for the rescans of redaction.
 func scanOne(ctx context.Context, e *entry, text string) (spans []Span, err error) {
-	if e.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, e.timeout)
-		defer cancel()
-	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	defer func() {
 		if recover() != nil {
 			spans, err = nil, errPanicked
@@ -314,8 +303,48 @@ func scanOne(ctx context.Context, e *entry, text string) (spans []Span, err erro
 	return spans, err
 }
 
-// scanError keeps a guard's own error, and replaces the context's errors a guard passed on with
-// one that names the timeout.
+// bound is ctx within the entry's timeout, if it has one. A guard that only polls its context
+// (pollingGuard) gets a deadline read off the clock, with no timer or goroutine of its own for
+// each entry of each call; any other gets a context.WithTimeout, whose Done a guard may wait on.
+func (e *entry) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	switch {
+	case e.timeout <= 0:
+		return ctx, func() {}
+	case e.polls:
+		return clockDeadline{ctx, time.Now().Add(e.timeout)}, func() {}
+	default:
+		return context.WithTimeout(ctx, e.timeout)
+	}
+}
+
+// pollingGuard is implemented by the guards whose Scan looks at its context only through
+// ctx.Err(), between steps of its work, and never waits on ctx.Done().
+type pollingGuard interface{ pollsContext() }
+
+// clockDeadline is its context with a deadline that Err reads off the clock. Its Done is its
+// parent's: it is for pollingGuard guards only.
+type clockDeadline struct {
+	context.Context
+	at time.Time
+}
+
+func (c clockDeadline) Deadline() (time.Time, bool) {
+	if d, ok := c.Context.Deadline(); ok && d.Before(c.at) {
+		return d, true
+	}
+	return c.at, true
+}
+
+func (c clockDeadline) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if !time.Now().Before(c.at) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
 func scanError(ctx context.Context, err error, timeout time.Duration) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return contextError(ctx, timeout)
@@ -325,7 +354,9 @@ func scanError(ctx context.Context, err error, timeout time.Duration) error {
 
 func contextError(ctx context.Context, timeout time.Duration) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) && timeout > 0 {
-		return fmt.Errorf("timed out after %v", timeout)
+		return timedOut(timeout)
 	}
 	return fmt.Errorf("stopped: %v", ctx.Err())
 }
+
+func timedOut(timeout time.Duration) error { return fmt.Errorf("timed out after %v", timeout) }

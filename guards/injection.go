@@ -206,6 +206,8 @@ func (g *injection) Redact(text string, spans []Span) string {
 
 func isInjWord(c byte) bool { return isAlnum(c) || c == '_' || c >= 0x80 }
 
+func (*injection) pollsContext() {}
+
 func (g *injection) Scan(_ context.Context, text string) ([]Span, error) {
 	var found []Span
 	var best [numInjectionCategories]float64

@@ -71,9 +71,11 @@ type entry struct {
 	parallel bool
 	last     bool // runs after the others, on what they leave (scanLast)
 	timeout  time.Duration
-	servers  []string
-	tools    []string
-	when     func(ctx context.Context, server, tool string) bool
+	// polls: the guard's Scan only polls its context (pollingGuard).
+	polls   bool
+	servers []string
+	tools   []string
+	when    func(ctx context.Context, server, tool string) bool
 }
 
 // mode is the entry's mode as findings spell it.
@@ -228,6 +230,7 @@ func Build(stage Stage, specs []Spec) (*Set, error) {
 		}
 		e.guard = g
 		e.redactor, _ = g.(Redactor)
+		_, e.polls = g.(pollingGuard)
 		e.action = sp.Action
 		if e.action == ActionNone {
 			e.action = g.DefaultAction()

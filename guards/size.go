@@ -50,6 +50,8 @@ func (g *sizeLimit) Redact(text string, spans []Span) string {
 	return Redact(text, spans, nil)
 }
 
+func (*sizeLimit) pollsContext() {}
+
 func (g *sizeLimit) Scan(_ context.Context, text string) ([]Span, error) {
 	cut, category := len(text), ""
 	if g.maxBytes > 0 && len(text) > g.maxBytes {
