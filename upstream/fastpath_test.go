@@ -1043,15 +1043,8 @@ func TestFastPathIgnoresAnswersItDidNotAsk(t *testing.T) {
 // on into the stop call before the cancelled call's goroutine runs at all.
 func TestFastPathStopGoesBehindCancellations(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	cfg := stdioServer(t, "diff")
-	rec := &record{path: filepath.Join(t.TempDir(), "read")}
-	cfg.Env[recordEnv] = rec.path
-	m, err := startManager(t, []config.Server{cfg}, Options{FastPath: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := m.All()[0]
-	c := u.ready.Load().conn.(*stdioConn)
+	u, c, path := recordedFastServer(t)
+	rec := &record{path: path}
 	for round := range 20 {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -1091,6 +1084,21 @@ func TestFastPathStopGoesBehindCancellations(t *testing.T) {
 	}
 }
 
+// recordedFastServer starts a diff server on the fast path; path is the file it records what it
+// reads in.
+func recordedFastServer(t *testing.T) (u *Upstream, c *stdioConn, path string) {
+	t.Helper()
+	cfg := stdioServer(t, "diff")
+	path = filepath.Join(t.TempDir(), "read")
+	cfg.Env[recordEnv] = path
+	m, err := startManager(t, []config.Server{cfg}, Options{FastPath: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u = m.All()[0]
+	return u, u.ready.Load().conn.(*stdioConn), path
+}
+
 // requestsAndCancellations reads the record of a diff server: for each id, the line of its
 // tools/call request whose arguments match args, and the lines of the cancellations naming it.
 func requestsAndCancellations(t *testing.T, path string, args *regexp.Regexp) (requests map[string]int, cancels map[string][]int) {
@@ -1120,15 +1128,7 @@ func requestsAndCancellations(t *testing.T, path string, args *regexp.Regexp) (r
 // call with an ended context for one on the wire.
 func TestFastPathNoRequestBehindItsCancellation(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	cfg := stdioServer(t, "diff")
-	rec := filepath.Join(t.TempDir(), "read")
-	cfg.Env[recordEnv] = rec
-	m, err := startManager(t, []config.Server{cfg}, Options{FastPath: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := m.All()[0]
-	c := u.ready.Load().conn.(*stdioConn)
+	u, c, rec := recordedFastServer(t)
 	for round := range 10 {
 		ctx, cancel := context.WithCancel(context.Background())
 		c.writeMu.Lock() // another writer holds the pipe
@@ -1166,15 +1166,7 @@ func TestFastPathNoRequestBehindItsCancellation(t *testing.T) {
 // every request the server read gets exactly one cancellation, after the request, and nothing
 // is kept once they are done.
 func TestFastPathCancellationsExactlyOnce(t *testing.T) {
-	cfg := stdioServer(t, "diff")
-	rec := filepath.Join(t.TempDir(), "read")
-	cfg.Env[recordEnv] = rec
-	m, err := startManager(t, []config.Server{cfg}, Options{FastPath: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := m.All()[0]
-	c := u.ready.Load().conn.(*stdioConn)
+	u, c, rec := recordedFastServer(t)
 	for round := range 30 {
 		var wg sync.WaitGroup
 		for k := range 8 {
