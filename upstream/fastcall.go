@@ -3,6 +3,7 @@ package upstream
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -68,9 +69,9 @@ type fastWait struct {
 	ch  chan *jsonrpc.Response
 	ctx context.Context // the call's: once it ends, the call is given up
 	// written: the call's request is on the wire (set under the connection's write lock, in
-	// the same turn as the write). Only such a call's cancellation goes ahead of a stop: one
+	// the same turn as the write). Only such a call is cancelled, ahead of a stop or after: one
 	// whose request is not written yet finds its context ended when it gets the lock, and is
-	// never written.
+	// neither written nor cancelled.
 	written bool
 }
 
@@ -254,6 +255,10 @@ func (c *stdioConn) callTool(ctx context.Context, s *session, params *mcp.CallTo
 	var resp *jsonrpc.Response
 	if err := c.writeCall(ctx, id, line, classOf(ctx) == classStop); err != nil {
 		c.fast.retire(id)
+		if errors.Is(err, errGaveUpUnwritten) {
+			// Given up before its request was written: the server has nothing to cancel.
+			return nil, true, ctx.Err()
+		}
 		if ctx.Err() == nil {
 			c.fast.writeFailed(err)
 		}
@@ -307,6 +312,9 @@ func (c *stdioConn) notifyCancelled(ctx context.Context, id int64) {
 	}
 }
 
+// errGaveUpUnwritten: the call's context ended before its request was written.
+var errGaveUpUnwritten = errors.New("given up before it was written")
+
 // writeCall writes the request line of call id, and marks it written in the same turn of the
 // connection's write lock. A call whose context has ended by the time it has the lock is not
 // written. A stop call's line goes after the notifications/cancelled of every call given up
@@ -314,13 +322,13 @@ func (c *stdioConn) notifyCancelled(ctx context.Context, id int64) {
 // stop, whichever goroutine got to the wire first. A robot told to stop while it brakes after
 // a cancellation knows it was braking (the halt, docs/operations.md).
 func (c *stdioConn) writeCall(ctx context.Context, id int64, line []byte, stop bool) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	if ctx.Err() != nil {
+		return errGaveUpUnwritten
 	}
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
-	if err := ctx.Err(); err != nil {
-		return err // it ended while the call waited for the lock (behind a stop, say)
+	if ctx.Err() != nil {
+		return errGaveUpUnwritten // it ended while the call waited for the lock (behind a stop, say)
 	}
 	if stop {
 		for _, cn := range c.fast.cancelledNow() {

@@ -3,6 +3,7 @@ package upstream
 //lint:file-ignore SA1019 a tool result may hold sampling's tool_use and tool_result content, deprecated from MCP 2026-07-28 on; the SDK decodes them in results, and so must this file.
 
 import (
+	"errors"
 	"io"
 	"sync"
 
@@ -138,28 +139,40 @@ var resultTypeTemplates = sync.OnceValue(func() map[string]mcp.CallToolResult {
 // wireMeta is a result's _meta. The SDK's decoder makes every map[string]any it decodes with
 // room for 64 members (about 5 KB, zeroed), and the _meta of every result of a server of MCP
 // 2025-11-25 or later holds two (the server's name and version); a _meta of only objects and
-// strings of printable ASCII without escapes is decoded here, into maps of its size, to the
-// same values. Anything else is decoded by the SDK's decoder, as before; an error makes the
-// whole result the SDK's (decodeCallToolResult).
+// strings of printable ASCII without escapes, at most plainMetaDepth deep, is decoded here,
+// into maps of its size, to the same values. Any other _meta (one of other values, a deeper
+// one, a second _meta in the same result) makes the whole result the SDK decoder's
+// (decodeCallToolResult), limits and errors included.
 type wireMeta map[string]any
 
+// errNotPlainMeta sends a result to the SDK's decoder.
+var errNotPlainMeta = errors.New("a _meta the SDK's decoder reads")
+
 func (m *wireMeta) UnmarshalJSON(data []byte) error {
-	if *m == nil {
-		if v, rest, ok := plainObject(data); ok && len(skipSpace(rest)) == 0 {
-			*m = v
-			return nil
-		}
+	if *m != nil {
+		return errNotPlainMeta
 	}
-	// Into the map there is, as the SDK's decoder does when a result holds _meta twice.
-	_, err := segjson.Parse(data, (*map[string]any)(m), sdkParseFlags)
-	return err
+	if string(data) == "null" {
+		return nil
+	}
+	v, rest, ok := plainObject(data, 0)
+	if !ok || len(skipSpace(rest)) != 0 {
+		return errNotPlainMeta
+	}
+	*m = v
+	return nil
 }
 
+// plainMetaDepth bounds the objects plainObject takes inside one another; a deeper _meta is
+// the SDK's decoder's, with its own limit and error.
+const plainMetaDepth = 16
+
 // plainObject decodes the JSON object at the start of b, of members whose values are plain
-// strings or such objects; ok is false for anything else.
-func plainObject(b []byte) (obj map[string]any, rest []byte, ok bool) {
+// strings or such objects, at most plainMetaDepth deep counting from depth; ok is false for
+// anything else.
+func plainObject(b []byte, depth int) (obj map[string]any, rest []byte, ok bool) {
 	b = skipSpace(b)
-	if len(b) == 0 || b[0] != '{' {
+	if len(b) == 0 || b[0] != '{' || depth >= plainMetaDepth {
 		return nil, nil, false
 	}
 	obj = make(map[string]any, 2)
@@ -188,7 +201,7 @@ func plainObject(b []byte) (obj map[string]any, rest []byte, ok bool) {
 			obj[key] = v
 		case '{':
 			var v map[string]any
-			if v, b, ok = plainObject(b); !ok {
+			if v, b, ok = plainObject(b, depth+1); !ok {
 				return nil, nil, false
 			}
 			obj[key] = v

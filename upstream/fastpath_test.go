@@ -731,6 +731,9 @@ var decodeCases = []string{
 	`{"_meta":{"a":"x","a":{"b":"c"}},"content":[]}`, `{"_meta":{"a":"\u00e9"},"content":[]}`, `{"_meta":{"b":"é"},"content":[]}`, `{"_meta":{"c":"\\"},"content":[]}`,
 	`{"_meta":{"a":"x",},"content":[]}`, `{"_meta":{"a":"x"}}}`, `{"_meta":[],"content":[]}`, `{"_meta":"x","content":[]}`,
 	`{"_meta":{"a":1,"b":true,"c":null,"d":[{"e":"f"}]},"content":[]}`,
+	`{"_meta":` + strings.Repeat(`{"a":`, 16) + `"x"` + strings.Repeat(`}`, 16) + `,"content":[]}`,
+	`{"_meta":` + strings.Repeat(`{"a":`, 17) + `"x"` + strings.Repeat(`}`, 17) + `,"content":[]}`,
+	`{"_meta":` + strings.Repeat(`{"a":`, 1001) + `"x"` + strings.Repeat(`}`, 1001) + `,"content":[]}`, // the SDK's depth limit
 	`{"content":[{"type":"text","text":"a","annotations":{"audience":["user"],"priority":0.5,"lastModified":"t"},"_meta":{"k":[1,{"a":null}]}}]}`,
 	`{"content":[{"type":"image","data":"AAEC","mimeType":"image/png"},{"type":"audio","data":"","mimeType":"audio/wav"}]}`,
 	`{"content":[{"type":"resource_link","uri":"u","name":"n","title":"t","description":"d","mimeType":"m","size":12,"icons":[{"src":"s","sizes":["1x1"],"theme":"light"}]}]}`,
@@ -1204,6 +1207,13 @@ func TestFastPathCancellationsExactlyOnce(t *testing.T) {
 	for id, at := range requests {
 		if cs := cancels[id]; len(cs) != 1 || cs[0] < at {
 			t.Errorf("call %s: request at line %d, cancellations at %v; want one, after it", id, at, cs)
+		}
+	}
+	// A call given up before its request was written is not cancelled either.
+	all, _ := requestsAndCancellations(t, rec, regexp.MustCompile(`.`))
+	for id, cs := range cancels {
+		if _, ok := all[id]; !ok {
+			t.Errorf("a cancellation of call %s at lines %v, whose request the server never read", id, cs)
 		}
 	}
 }
