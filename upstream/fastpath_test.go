@@ -70,12 +70,16 @@ func genTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult
 		Rewrite *int    `json:"rewrite"`
 		Code    int64   `json:"code"` // answer with a JSON-RPC error of this code
 		Plant   bool    `json:"plant"`
+		Deep    bool    `json:"deep"`
 	}
 	if err := json.Unmarshal(req.Params.Arguments, &a); err != nil {
 		return nil, err
 	}
 	if a.Plant {
 		return textResult(plantMarker), nil
+	}
+	if a.Deep {
+		return textResult(deepMarker), nil
 	}
 	if a.Code != 0 {
 		return nil, &jsonrpc.Error{Code: a.Code, Message: "answered with this code"}
@@ -342,6 +346,12 @@ func (rw *rewriter) Write(p []byte) (int, error) {
 			}
 			continue
 		}
+		if strings.Contains(line, deepMarker) {
+			// An answer nested deeper than any decoder's stack should be asked to go.
+			id := responseID.FindStringSubmatch(line)[1]
+			line = `{"jsonrpc":"2.0","id":` + id + `,"result":{"_meta":` + strings.Repeat(`{"a":`, deepLevels) + `"x"` +
+				strings.Repeat(`}`, deepLevels) + `,"content":[]}}`
+		}
 		for _, x := range rewrites {
 			text := `{"type":"text","text":"` + x.marker + `"}`
 			switch {
@@ -365,6 +375,12 @@ func (rw *rewriter) Close() error { return rw.w.Close() }
 // one for the next id, before it (the gateway has not sent that request yet), one for the same
 // id again, after it, and one for an id never used.
 const plantMarker = "@@plant@@"
+
+// deepMarker in a result makes the rewriter answer with a result nested deepLevels deep.
+const (
+	deepMarker = "@@deep@@"
+	deepLevels = 500_000
+)
 
 func (rw *rewriter) plant(answer string) error {
 	id, err := strconv.ParseInt(responseID.FindStringSubmatch(answer)[1], 10, 64)
@@ -1214,6 +1230,32 @@ func TestFastPathCancellationsExactlyOnce(t *testing.T) {
 	for id, cs := range cancels {
 		if _, ok := all[id]; !ok {
 			t.Errorf("a cancellation of call %s at lines %v, whose request the server never read", id, cs)
+		}
+	}
+}
+
+// TestDeepAnswerFailsOnlyItsCall: an answer nested half a million levels deep (3.5 MB, under
+// max_result_bytes), which would overflow the stack of a recursive decoder, is refused by the
+// strict check of every line before any decoder reads it: its call fails with the reason, on
+// either path, and the next call on the same connection is answered.
+func TestDeepAnswerFailsOnlyItsCall(t *testing.T) {
+	for _, fast := range []bool{true, false} {
+		cfg := stdioServer(t, "diff")
+		cfg.Env[recordEnv] = filepath.Join(t.TempDir(), "read")
+		m, err := startManager(t, []config.Server{cfg}, Options{FastPath: fast})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := m.All()[0]
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err = u.Call(ctx, "gen", json.RawMessage(`{"deep":true}`), nil)
+		cancel()
+		var refused *OutputError
+		if !errors.As(err, &refused) || refused.Reason != OutputNotJSONRPC || !strings.Contains(refused.Detail, "more than 128 arrays and objects") {
+			t.Fatalf("fast path %v: the deep answer gave %v, want it refused as too deep", fast, err)
+		}
+		if res, err := u.Call(context.Background(), "gen", json.RawMessage(`{"seed":1}`), nil); err != nil && transportFailed(err) || err == nil && res == nil {
+			t.Fatalf("fast path %v: the call after the deep answer: %v, %v", fast, res, err)
 		}
 	}
 }
