@@ -104,14 +104,29 @@ func TestPlainResultEncodesAsTheSDK(t *testing.T) {
 }
 
 // FuzzPlainResultEncodesAsTheSDK: any text, in one block or two, encodes as encoding/json
-// encodes it.
+// encodes it; and so does any result a server may send with such text, a _meta (any JSON
+// object) and a resultType, read by the SDK's own decoder.
 func FuzzPlainResultEncodesAsTheSDK(f *testing.F) {
-	for _, s := range plainStrings {
-		f.Add(s, false)
+	for i, s := range plainStrings {
+		f.Add(s, i%2 == 0, `{"io.modelcontextprotocol/serverInfo":{"name":"echo-server","version":"0.1.0"}}`, "complete")
 	}
-	f.Fuzz(func(t *testing.T, s string, isError bool) {
+	f.Add("x", false, `{"n":1e21,"z":-0,"big":12345678901234567890,"h":"<&>","a":[null,true,{"":[]}]}`, "")
+	f.Fuzz(func(t *testing.T, s string, isError bool, meta, resultType string) {
 		plainAsTheSDK(t, &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}, IsError: isError}, true)
 		plainAsTheSDK(t, &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}, &mcp.TextContent{Text: s + "<"}}}, true)
+		text, _ := json.Marshal(s)
+		rt, _ := json.Marshal(resultType)
+		var read mcp.CallToolResult
+		if json.Unmarshal([]byte(`{"_meta":`+meta+`,"content":[{"type":"text","text":`+string(text)+`}],"isError":`+fmt.Sprint(isError)+`,"resultType":`+string(rt)+`}`), &read) != nil {
+			return // not a result the SDK reads
+		}
+		if read.StructuredContent != nil || read.InputRequests != nil || read.RequestState != "" {
+			return
+		}
+		if _, err := json.Marshal(&read); err != nil {
+			return // nor one it can write
+		}
+		plainAsTheSDK(t, &read, true)
 	})
 }
 
