@@ -18,6 +18,20 @@ import (
 	"github.com/mcp-gateway/mcp-gateway/config"
 )
 
+// modelOf is the model the agent builds from the llm section l.
+func modelOf(t *testing.T, l config.LLM) model.Model {
+	t.Helper()
+	s, err := ModelSettings(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 func TestModelSettingsBuildsTheScriptedModelFromTheConfig(t *testing.T) {
 	cfg, err := config.Parse("robot.yaml", []byte(`servers: [{name: robot, command: robot}]
 llm:
@@ -33,14 +47,7 @@ llm:
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := ModelSettings(cfg.LLM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.New(s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := modelOf(t, cfg.LLM)
 	res, err := m.Generate(context.Background(), &model.Call{Messages: []model.Message{{Role: model.RoleUser, Text: "go"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -249,14 +256,7 @@ llm:
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := ModelSettings(cfg.LLM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.New(s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := modelOf(t, cfg.LLM)
 	if _, err := m.Generate(context.Background(), &model.Call{Messages: []model.Message{{Role: model.RoleUser, Text: "hi"}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 )
 
 // heldYAML holds every call to move for an operator's approval; {{approvals}} is the approvals
-// section (approvalsYAML fills it with the memory channel).
+// section (memoryApprovals is the memory channel).
 const heldYAML = `servers:
 {{servers}}policies:
   default: allow

@@ -7,54 +7,22 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/mcp-gateway/mcp-gateway/config"
 	"github.com/mcp-gateway/mcp-gateway/governor"
 	"github.com/mcp-gateway/mcp-gateway/store"
 )
 
-// approvalsYAML is heldYAML with the memory channel: requests are seen through the admin API.
-var approvalsYAML = strings.Replace(heldYAML, "{{approvals}}", "  use: memory\n  timeout: 1m", 1)
+// memoryApprovals is the approvals section of heldYAML with the memory channel: requests are
+// seen through the admin API.
+const memoryApprovals = "  use: memory\n  timeout: 1m"
 
-// operatorGateway starts a gateway on approvalsYAML with opts (its store and registry filled in).
+// operatorGateway starts a gateway on heldYAML with the memory channel and opts (its store and registry filled in).
 func operatorGateway(t *testing.T, opts Options) *Gateway {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	yaml := strings.ReplaceAll(withServers(approvalsYAML, server("robot", "")), "{{exe}}", exe)
-	cfg, err := config.Parse(filepath.Join(t.TempDir(), "gateway.yaml"), []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	engine, err := CompilePolicies(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Store, opts.Registry, opts.Policies = st, prometheus.NewRegistry(), engine
-	g, err := New(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := g.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	g, _, _ := heldGateway(t, memoryApprovals, opts)
 	return g
 }
 

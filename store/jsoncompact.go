@@ -221,38 +221,38 @@ func (s *jsonScan) num() bool {
 	case b[i] == '0':
 		i++
 	case '1' <= b[i] && b[i] <= '9':
-		i++
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
+		i = digits(b, i+1)
 	default:
 		return false
 	}
 	if i < len(b) && b[i] == '.' {
-		i++
-		start := i
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
-		if i == start {
+		end := digits(b, i+1)
+		if end == i+1 {
 			return false
 		}
+		i = end
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
 		i++
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		start := i
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
-		if i == start {
+		end := digits(b, i)
+		if end == i {
 			return false
 		}
+		i = end
 	}
 	s.i = i
 	return true
+}
+
+// digits is where the run of decimal digits starting at b[i] ends.
+func digits(b []byte, i int) int {
+	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 // lit reads the literal word at s.i.

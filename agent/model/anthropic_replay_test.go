@@ -130,18 +130,7 @@ func TestAnthropicReplaySkipsWhatTheAPIRefuses(t *testing.T) {
 		Message{Role: RoleUser, Text: "again"},
 		Message{Role: RoleAssistant, Text: "by hand", Blocks: []Block{{Kind: BlockReasoning, Text: "unsigned"}}},
 	)
-	body, err := AnthropicRequest(c, Settings{}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var req struct {
-		Messages []struct {
-			Content []json.RawMessage `json:"content"`
-		} `json:"messages"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		t.Fatal(err)
-	}
+	req := requestContent(t, c)
 	if got := req.Messages[1].Content; len(got) != 1 || string(got[0]) != `{"type":"text","text":"ok"}` {
 		t.Errorf("replayed %s, want only the text block", got)
 	}
@@ -309,18 +298,7 @@ func TestAnthropicReplayRawOrFields(t *testing.T) {
 		{Kind: BlockToolCall, ToolCall: &ToolCall{ID: "t1", Name: "robot__stop", Arguments: json.RawMessage(`{}`)}, Raw: json.RawMessage(`{"type":"tool_use","id":"t1","name":"robot__stop","input":{},"caller":{"type":"direct"}}`)},
 	}})
 	c.Messages = append(c.Messages, Message{Role: RoleTool, ToolResults: []ToolResult{{CallID: "t0", Content: "invalid"}, {CallID: "t1", Content: "ok"}}})
-	body, err := AnthropicRequest(c, Settings{}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var req struct {
-		Messages []struct {
-			Content []json.RawMessage `json:"content"`
-		} `json:"messages"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		t.Fatal(err)
-	}
+	req := requestContent(t, c)
 	want := []string{
 		`{"type":"thinking","thinking":"th\/\u00e9","signature":"sig","extra":1}`,
 		`{"type":"thinking","thinking":"th/é","signature":"sig"}`,
@@ -341,4 +319,22 @@ func TestAnthropicReplayRawOrFields(t *testing.T) {
 	if out, _ := json.Marshal(c.Messages[1].Blocks[0]); bytes.Contains(out, []byte("extra")) {
 		t.Errorf("a block's JSON carries its raw form: %s", out)
 	}
+}
+
+// requestContent is the Messages request for c, with the content blocks of each message as
+// they are sent.
+func requestContent(t *testing.T, c *Call) (req struct {
+	Messages []struct {
+		Content []json.RawMessage `json:"content"`
+	} `json:"messages"`
+}) {
+	t.Helper()
+	body, err := AnthropicRequest(c, Settings{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		t.Fatal(err)
+	}
+	return req
 }

@@ -3,7 +3,6 @@ package model
 import (
 	"encoding/json"
 	"net/http"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -124,16 +123,8 @@ func TestWireToolLoop(t *testing.T) {
 
 func loadCase(t *testing.T, file string) *wireCase {
 	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.DisallowUnknownFields()
 	var c wireCase
-	if err := dec.Decode(&c); err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
+	decodeStrict(t, file, &c)
 	return &c
 }
 
