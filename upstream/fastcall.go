@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -37,9 +36,6 @@ import (
 // the ids cannot collide. They stay integers below 2^53, which a server that reads ids as
 // JSON numbers into a float64 (JavaScript) holds exactly.
 const fastIDBase int64 = 1 << 50
-
-// notifyCancelledTimeout bounds sending notifications/cancelled, as the SDK's does.
-const notifyCancelledTimeout = 5 * time.Second
 
 // newProtocol is the first revision whose requests carry the client's protocol version,
 // implementation and capabilities in _meta (SEP-2575).
@@ -279,7 +275,7 @@ func (c *stdioConn) callTool(ctx context.Context, s *session, params *mcp.CallTo
 		// Like the SDK, even when the answer came as ctx ended: the call is given up, the
 		// server told so off the caller's path, and the caller gets ctx's error.
 		if c.fast.giveUp(id, ctx.Err()) {
-			go c.notifyCancelled(context.WithoutCancel(ctx), id)
+			go c.notifyCancelled(id)
 		}
 		return nil, true, ctx.Err()
 	}
@@ -298,13 +294,9 @@ func (c *stdioConn) callTool(ctx context.Context, s *session, params *mcp.CallTo
 const codeClientClosing = -32003
 
 // notifyCancelled tells the server that the gateway gave up its call id, unless a stop call
-// told it first.
-func (c *stdioConn) notifyCancelled(ctx context.Context, id int64) {
-	ctx, cancel := context.WithTimeout(ctx, notifyCancelledTimeout)
-	defer cancel()
-	if err := ctx.Err(); err != nil {
-		return
-	}
+// told it first. It waits for the connection as long as the connection's writes do: a server
+// that stops reading its stdin holds it until the pipe is closed, off the caller's path.
+func (c *stdioConn) notifyCancelled(id int64) {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	if cause, ok := c.fast.takeOwed(id); ok {

@@ -90,14 +90,10 @@ func decodeBySDK(data []byte) (*mcp.CallToolResult, error) {
 }
 
 func firstByte(data []byte) byte {
-	for _, b := range data {
-		switch b {
-		case ' ', '\t', '\r', '\n':
-			continue
-		}
-		return b
+	if data = skipSpace(data); len(data) == 0 {
+		return 0
 	}
-	return 0
+	return data[0]
 }
 
 // result turns the wire form into the SDK's; ok is false for what is left to the SDK.
