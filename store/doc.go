@@ -38,7 +38,10 @@
 // leader, takes everything queued (up to 512 records), seals each record onto the chain,
 // appends the records' stored bytes to the file as frames (length, CRC-32C, sequence number,
 // the sequence number of the batch's first record, the EndsCall id, the bytes) in one write,
-// and syncs the file's data once (fdatasync). A caller of AppendSync or Flush that finds
+// and syncs the file's data once: on Linux with one O_DIRECT|O_DSYNC write of the blocks the
+// frames cover (the file's earlier bytes in the first block kept from the last write), which
+// returns when they are on the disk; where the filesystem does not take direct writes, with a
+// write into the page cache and fdatasync. A caller of AppendSync or Flush that finds
 // nobody committing leads, in its own goroutine: it commits the queue, its own record with it,
 // and hands the queue to the writer goroutine if more was queued meanwhile; callers that find
 // a commit under way wait for the leader to release them, so concurrent callers share syncs.

@@ -231,6 +231,8 @@ type walFile struct {
 	// zeroes that much, so that a clean stop leaves nothing of a record in the file (a record
 	// retention has pruned from state.db included).
 	used int64
+	// direct, when the filesystem takes it, writes frames with O_DIRECT|O_DSYNC.
+	direct *directWAL
 }
 
 // openWAL opens dir's write-ahead file for writing, creating it (written full of zeros) when it
@@ -259,6 +261,7 @@ func openWAL(dir string, size int64) (*walFile, []byte, error) {
 			return nil, nil, fmt.Errorf("prepare the audit write-ahead file %s: %w", path, err)
 		}
 	}
+	w.direct = openDirect(path)
 	return w, data, nil
 }
 
@@ -293,12 +296,28 @@ func (w *walFile) preallocate(dir string, have, size int64) error {
 }
 
 // write puts frames at off and syncs their data (the blocks are the file's already, so this is
-// fdatasync's cheap case).
+// fdatasync's cheap case): with one direct synchronous write where the filesystem takes it
+// (directWAL), else through the page cache and fdatasync. A direct write the filesystem
+// refuses as such wrote nothing; the file is written through the page cache from then on.
 func (w *walFile) write(frames []byte, off int64) error {
+	if w.direct != nil {
+		err := w.direct.write(frames, off, w.readAt)
+		if err != errDirectRefused {
+			return err
+		}
+		w.direct.close()
+		w.direct = nil
+	}
 	if _, err := w.f.WriteAt(frames, off); err != nil {
 		return err
 	}
 	return fdatasync(w.f)
+}
+
+// readAt reads len(b) bytes at off.
+func (w *walFile) readAt(b []byte, off int64) error {
+	_, err := w.f.ReadAt(b, off)
+	return err
 }
 
 // written is how far data holds anything but zeros.
@@ -314,6 +333,9 @@ func written(data []byte) int64 {
 // empty zeroes the part of the file frames were written to and syncs it: no frame is read from
 // it again, and none is left on the disk.
 func (w *walFile) empty() error {
+	if w.direct != nil {
+		w.direct.forget()
+	}
 	n := max(min(w.used, w.size), min(walResetSpan, w.size))
 	zeros := make([]byte, min(n, 1<<20))
 	for off := int64(0); off < n; off += int64(len(zeros)) {
@@ -330,6 +352,10 @@ func (w *walFile) empty() error {
 
 // close closes the file; again, it does nothing.
 func (w *walFile) close() {
+	if w.direct != nil {
+		w.direct.close()
+		w.direct = nil
+	}
 	if w.f != nil {
 		w.f.Close()
 		w.f = nil
