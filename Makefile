@@ -67,8 +67,9 @@ TBXARK_DIR ?=
 ROUNDS     ?= 3
 N          ?= 2000
 CURVE      ?= 10,100,250,500
+TMPFS_DIR  ?= /dev/shm
 bench-peers:
-	$(GO) run ./e2e/benchpeers -bench-dir '$(BENCH_DIR)' -tbxark-dir '$(TBXARK_DIR)' -rounds $(ROUNDS) -n $(N) -curve '$(CURVE)'
+	$(GO) run ./e2e/benchpeers -bench-dir '$(BENCH_DIR)' -tbxark-dir '$(TBXARK_DIR)' -rounds $(ROUNDS) -n $(N) -curve '$(CURVE)' -tmpfs-dir '$(TMPFS_DIR)'
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above are not formatted"; exit 1; }

@@ -8,7 +8,9 @@
 // guards (HTTP), the gateway with full governance (HTTP, and over stdio downstream). Rounds are
 // interleaved (every peer once per round), and every figure in the table is the median of the
 // rounds. Beside calls/s and latency it reads the proxy process's CPU time and memory from /proc
-// and the cost of one fdatasync on the disk under the gateways' state. It exits non-zero only when
+// and the cost of one fdatasync on the disk under the gateways' state, and runs the full gateway
+// a second time with its state on tmpfs (where the audit's sync costs nothing), so that the
+// share of durability in its figures is measured, not guessed. It exits non-zero only when
 // something failed to run (a peer that did not start, errors in a run), never for a target missed.
 //
 // Linux only (/proc). Not run in CI; `go vet` compiles it.
@@ -42,6 +44,7 @@ type options struct {
 	sessions            int
 	curve               []int // session counts of the memory curve
 	settle              time.Duration
+	tmpfsDir            string // where the tmpfs peer keeps its state; empty for no such peer
 }
 
 func envOr(k, def string) string {
@@ -68,6 +71,7 @@ func main() {
 	flag.IntVar(&o.warmup, "warmup", 10, "warm-up calls per session before each bench invocation")
 	flag.IntVar(&o.sessions, "sessions", 1000, "sessions (and workers) of the peak-RSS run")
 	flag.DurationVar(&o.settle, "settle", 2*time.Second, "wait after a peer is ready before its idle RSS is read")
+	flag.StringVar(&o.tmpfsDir, "tmpfs-dir", envOr("TMPFS_DIR", "/dev/shm"), "a folder on tmpfs for the state of the gateway-full peer whose audit sync costs nothing (the share of durability); skipped when it is not on tmpfs; empty for none; env TMPFS_DIR")
 	curve := flag.String("curve", envOr("CURVE", "10,100,250,500"), "session counts of the memory curve (peak RSS of a fresh process per count; the -sessions run adds its point); empty for none; env CURVE")
 	flag.Parse()
 	for _, f := range strings.FieldsFunc(*curve, func(r rune) bool { return r == ',' || r == ' ' }) {
@@ -96,15 +100,24 @@ func main() {
 		s := <-sigs
 		fmt.Fprintf(os.Stderr, "\nbenchpeers: %v: stopping every child\n", s)
 		stopAll()
-		_ = os.RemoveAll(tmp)
+		removeAll(tmp)
 		os.Exit(130)
 	}()
 	err = benchPeers(o, tmp)
 	stopAll()
-	_ = os.RemoveAll(tmp)
+	removeAll(tmp)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchpeers: FAILED:", err)
 		os.Exit(1)
+	}
+}
+
+// removeAtExit are folders made outside the temporary folder (the tmpfs peer's state).
+var removeAtExit []string
+
+func removeAll(tmp string) {
+	for _, d := range append(removeAtExit, tmp) {
+		_ = os.RemoveAll(d)
 	}
 }
 
@@ -182,7 +195,7 @@ func moduleRoot() (string, error) {
 // A peer is one way of reaching the echo tool.
 type peer struct {
 	key, name string
-	kind      string // direct-stdio, direct-http, tbxark, gw-min, gw-full, gw-full-stdio
+	kind      string // direct-stdio, direct-http, tbxark, gw-min, gw-full, gw-full-tmpfs, gw-full-stdio
 	http      bool
 	tool      string
 	cmdline   string // stdio: the server command the bench client spawns
@@ -206,6 +219,8 @@ type env struct {
 	hz      int64
 	hzKnown bool
 	seq     int
+	// tmpfsState is the folder on tmpfs for the gw-full-tmpfs peer's state, or empty.
+	tmpfsState string
 }
 
 func benchPeers(o options, tmp string) error {
@@ -223,9 +238,12 @@ func benchPeers(o options, tmp string) error {
 	}
 	e := &env{o: o, tmp: tmp, b: b}
 	e.hz, e.hzKnown = clockTicks()
+	if e.tmpfsState, err = tmpfsFolder(o.tmpfsDir); err != nil {
+		return err
+	}
 	start := time.Now()
 
-	gwStdioCfg, err := e.gatewayConfig("gw-full-stdio", "127.0.0.1:0", true)
+	gwStdioCfg, err := e.gatewayConfig("gw-full-stdio", "127.0.0.1:0", true, "")
 	if err != nil {
 		return err
 	}
@@ -239,6 +257,11 @@ func benchPeers(o options, tmp string) error {
 	peers = append(peers,
 		&peer{key: "gw-min", name: "gateway-minimal, HTTP", kind: "gw-min", http: true, tool: "echo__echo"},
 		&peer{key: "gw-full", name: "gateway-full, HTTP", kind: "gw-full", http: true, tool: "echo__echo"},
+	)
+	if e.tmpfsState != "" {
+		peers = append(peers, &peer{key: "gw-full-tmpfs", name: "gateway-full, HTTP, state on tmpfs", kind: "gw-full-tmpfs", http: true, tool: "echo__echo"})
+	}
+	peers = append(peers,
 		&peer{key: "gw-full-stdio", name: "gateway-full, stdio", kind: "gw-full-stdio", tool: "echo__echo",
 			cmdline: b.gateway + " serve --stdio -c " + gwStdioCfg, cpuExe: "mcp-gateway"},
 	)
@@ -246,16 +269,20 @@ func benchPeers(o options, tmp string) error {
 		p.rps, p.p50, p.cpu = map[int][]float64{}, map[int][]float64{}, map[int][]float64{}
 	}
 
-	fsync1, err := fsyncCost(filepath.Join(tmp, "state"), 100)
+	fsync1, err := fsyncCost(filepath.Join(tmp, "state"), 100, 0)
 	if err != nil {
 		return err
 	}
-	logf("fdatasync of 4 KB: median %.0f µs (first 100)", median(fsync1))
+	spaced1, err := fsyncCost(filepath.Join(tmp, "state"), 100, time.Millisecond)
+	if err != nil {
+		return err
+	}
+	logf("fdatasync of 4 KB: median %.0f µs back to back, %.0f µs 1 ms apart (first 100 each)", median(fsync1), median(spaced1))
 
 	// Idle and peak RSS: a fresh process per peer, so that VmHWM is of the 1000-session run.
 	for _, p := range peers {
-		if !p.http {
-			continue
+		if !p.http || p.kind == "gw-full-tmpfs" {
+			continue // its memory is gw-full's
 		}
 		if err := e.launch(p); err != nil {
 			return err
@@ -339,7 +366,7 @@ func benchPeers(o options, tmp string) error {
 			}
 		}
 		for _, p := range peers {
-			if p.kind != "tbxark" && p.kind != "gw-full" {
+			if p.kind != "tbxark" && p.kind != "gw-full" && p.kind != "gw-full-tmpfs" {
 				continue
 			}
 			r, err := e.bench(p, benchArgs{c: 1, n: o.nMB, warmup: 2, runs: 2, size: 1 << 20})
@@ -356,12 +383,15 @@ func benchPeers(o options, tmp string) error {
 			p.proc = nil
 		}
 	}
-	fsync2, err := fsyncCost(filepath.Join(tmp, "state"), 100)
+	fsync2, err := fsyncCost(filepath.Join(tmp, "state"), 100, 0)
 	if err != nil {
 		return err
 	}
-	fsyncs := append(fsync1, fsync2...)
-	report(os.Stdout, e, peers, fsyncs, time.Since(start))
+	spaced2, err := fsyncCost(filepath.Join(tmp, "state"), 100, time.Millisecond)
+	if err != nil {
+		return err
+	}
+	report(os.Stdout, e, peers, syncCosts{loop: append(fsync1, fsync2...), spaced: append(spaced1, spaced2...)}, time.Since(start))
 	return nil
 }
 
@@ -374,13 +404,17 @@ func (e *env) port() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// gatewayConfig writes a gateway configuration with a fresh state dir and returns its path.
-func (e *env) gatewayConfig(name, listen string, full bool) (string, error) {
+// gatewayConfig writes a gateway configuration with a fresh state dir (in stateRoot, or the
+// temporary folder's state/ when empty) and returns its path.
+func (e *env) gatewayConfig(name, listen string, full bool, stateRoot string) (string, error) {
 	e.seq++
 	id := fmt.Sprintf("%s-%d", name, e.seq)
 	path := filepath.Join(e.tmp, "cfg", id+".yaml")
+	if stateRoot == "" {
+		stateRoot = filepath.Join(e.tmp, "state")
+	}
 	err := writeTemplate(path, gatewayTemplate, gatewayConfig{
-		Name: id, Listen: listen, StateDir: filepath.Join(e.tmp, "state", id), Echo: e.b.echo,
+		Name: id, Listen: listen, StateDir: filepath.Join(stateRoot, id), Echo: e.b.echo,
 		MaxSessions: 2 * e.o.sessions, MaxConnections: 2 * e.o.sessions, Full: full,
 	})
 	return path, err
@@ -407,8 +441,12 @@ func (e *env) launch(p *peer) error {
 		}
 		cmd = exec.Command(e.b.tbxark, "-config", cfg)
 		p.url = "http://" + addr + "/echo/mcp"
-	case "gw-min", "gw-full":
-		cfg, err := e.gatewayConfig(p.kind, addr, p.kind == "gw-full")
+	case "gw-min", "gw-full", "gw-full-tmpfs":
+		root := ""
+		if p.kind == "gw-full-tmpfs" {
+			root = e.tmpfsState
+		}
+		cfg, err := e.gatewayConfig(p.kind, addr, p.kind != "gw-min", root)
 		if err != nil {
 			return err
 		}
@@ -588,9 +626,12 @@ func (l *limited) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// fsyncCost times a 4 KB write and its fdatasync in a file in dir, times times, in µs. The
-// gateway's audit store commits with one such sync (bbolt's fdatasync) before a call is answered.
-func fsyncCost(dir string, times int) ([]float64, error) {
+// fsyncCost times a 4 KB write and its fdatasync in a file in dir, times times, in µs, with
+// gap between one and the next. The gateway's audit commits with one such sync (the write-ahead
+// file's) before a call is answered. Back to back (gap 0) the disk is kept busy; at c=1 the
+// gateway's syncs come about 1 ms apart, and a sync on an idle disk, whose thread and CPU
+// went to sleep meanwhile, takes longer: both are measured.
+func fsyncCost(dir string, times int, gap time.Duration) ([]float64, error) {
 	f, err := os.CreateTemp(dir, "fsync-")
 	if err != nil {
 		return nil, err
@@ -617,7 +658,30 @@ func fsyncCost(dir string, times int) ([]float64, error) {
 			return nil, err
 		}
 		d = append(d, float64(time.Since(t).Nanoseconds())/1e3)
+		if gap > 0 {
+			time.Sleep(gap)
+		}
 	}
+	return d, nil
+}
+
+// tmpfsFolder makes a fresh folder in dir when dir is on tmpfs; "" when dir is empty or not a
+// writable tmpfs (the tmpfs peer is then left out).
+func tmpfsFolder(dir string) (string, error) {
+	if dir == "" {
+		return "", nil
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil || st.Type != 0x01021994 { // TMPFS_MAGIC
+		logf("%s is not a tmpfs: the gateway-full peer with its state on tmpfs is left out", dir)
+		return "", nil
+	}
+	d, err := os.MkdirTemp(dir, "benchpeers-state-")
+	if err != nil {
+		logf("%s: %v: the gateway-full peer with its state on tmpfs is left out", dir, err)
+		return "", nil
+	}
+	removeAtExit = append(removeAtExit, d)
 	return d, nil
 }
 
