@@ -12,6 +12,10 @@ import (
 // Linux drives (512 or 4096 bytes).
 const directBlock = 4096
 
+// directKeep bounds the scratch buffer kept between writes; a larger batch (records of
+// megabyte arguments) gets a buffer of its own, as the batch's frames do.
+const directKeep = 1 << 20
+
 // directWAL writes frames to the write-ahead file with O_DIRECT|O_DSYNC: one pwrite that
 // returns when the frames are on the disk, instead of a pwrite into the page cache and an
 // fdatasync. The data is the same and so is the promise (O_DSYNC is fdatasync's guarantee for
@@ -56,10 +60,14 @@ func (d *directWAL) write(frames []byte, off int64, read func(b []byte, off int6
 	start := off &^ (directBlock - 1)
 	end := (off + int64(len(frames)) + directBlock - 1) &^ (directBlock - 1)
 	n := int(end - start)
-	if cap(d.buf) < n {
-		d.buf = alignedBlocks(n / directBlock)
+	buf := d.buf
+	if cap(buf) < n {
+		buf = alignedBlocks(n / directBlock)
+		if n <= directKeep {
+			d.buf = buf
+		}
 	}
-	buf := d.buf[:n]
+	buf = buf[:n]
 	if head := int(off - start); head > 0 {
 		if d.tailOff == start {
 			copy(buf, d.tail[:head])
