@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -149,9 +150,11 @@ func envelope(data []byte, doc *strictjson.Doc) (doorMessage, *refusal) {
 		}
 		return doorMessage{}, nil
 	}
-	var method string
-	if err := json.Unmarshal(part(mMethod), &method); err != nil {
-		return doorMessage{}, invalid(id, `"method" must be a string`)
+	method, ok := plainString(part(mMethod))
+	if !ok {
+		if err := json.Unmarshal(part(mMethod), &method); err != nil {
+			return doorMessage{}, invalid(id, `"method" must be a string`)
+		}
 	}
 	if has(mResult) || has(mError) {
 		return doorMessage{}, invalid(id, `a request carries no "result" or "error"; send a request or a response, not both`)
@@ -201,8 +204,21 @@ func invalid(id jsonrpc.ID, why string) *refusal {
 }
 
 // readID reads a JSON-RPC id: a string or an integer. The SDK would read null as no id (a
-// notification) and truncate 1.5 to 1, so neither is taken.
+// notification) and truncate 1.5 to 1, so neither is taken. The ids clients send (a string
+// without escapes, a small integer) are read without a JSON decoder, to the same ID
+// (TestReadIDAsDecoded).
 func readID(raw []byte) (jsonrpc.ID, error) {
+	if s, ok := plainString(raw); ok {
+		return jsonrpc.MakeID(s)
+	}
+	if n, ok := plainInt(raw); ok {
+		return jsonrpc.MakeID(float64(n))
+	}
+	return readIDDecoded(raw)
+}
+
+// readIDDecoded is readID by encoding/json, for every id.
+func readIDDecoded(raw []byte) (jsonrpc.ID, error) {
 	var v any
 	if json.Unmarshal(raw, &v) == nil {
 		switch x := v.(type) {
@@ -215,6 +231,48 @@ func readID(raw []byte) (jsonrpc.ID, error) {
 		}
 	}
 	return jsonrpc.ID{}, fmt.Errorf(`"id" must be a string or an integer, not %s; leave it out for a notification`, clipBytes(raw))
+}
+
+// plainString is the JSON string raw when it is one with nothing to unescape: quoted, no
+// backslash, no control character or quote inside, valid UTF-8 (what encoding/json decodes to
+// exactly its bytes).
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	in := raw[1 : len(raw)-1]
+	for _, c := range in {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	if !utf8.Valid(in) {
+		return "", false
+	}
+	return string(in), true
+}
+
+// plainInt is the JSON integer raw when it is one of at most 15 digits without a sign or with
+// a minus (exact as a float64, as encoding/json reads it), and not -0.
+func plainInt(raw []byte) (int64, bool) {
+	digits := raw
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 15 || (digits[0] == '0' && len(raw) > 1) {
+		return 0, false
+	}
+	var n int64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if raw[0] == '-' {
+		n = -n
+	}
+	return n, true
 }
 
 // isString reports whether raw is the JSON string want.
