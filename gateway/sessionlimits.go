@@ -102,9 +102,15 @@ type idleSessions struct {
 	releasing bool // a release of memory is due
 }
 
+// The timer of a session is not stopped and re-armed around every request (a call would pay
+// two timer operations for it): it stays armed, and when it fires expire looks at the session
+// and arms it again for what is left of the timeout, or not at all while requests are in
+// progress (the last of them to end arms it).
 type idleSession struct {
-	busy  int         // requests in progress
-	timer *time.Timer // armed while busy is 0; nil before the first request ends
+	busy      int         // requests in progress
+	idleSince time.Time   // when the last request ended, while busy is 0
+	timer     *time.Timer // nil before the first request ends
+	armed     bool        // the timer will fire
 }
 
 func newIdleSessions(timeout time.Duration, end func(id string)) *idleSessions {
@@ -151,9 +157,6 @@ func (s *idleSessions) begin(id string, add bool) bool {
 		s.m[id] = e
 	}
 	e.busy++
-	if e.timer != nil {
-		e.timer.Stop()
-	}
 	return true
 }
 
@@ -168,18 +171,33 @@ func (s *idleSessions) done(id string) {
 	if e.busy--; e.busy > 0 {
 		return
 	}
-	if e.timer == nil {
+	e.idleSince = time.Now()
+	switch {
+	case e.timer == nil:
 		e.timer = time.AfterFunc(s.timeout, func() { s.expire(id) })
-	} else {
+	case !e.armed:
 		e.timer.Reset(s.timeout)
 	}
+	e.armed = true
 }
 
-// expire ends session id unless a request began since its timer fired. A session that ended
-// otherwise (DELETE, the gateway stopping) is forgotten here too.
+// expire ends session id when it has had no request in progress for the timeout; otherwise it
+// arms the timer again for what is left of it, or leaves it to the last request in progress
+// to end. A session that ended otherwise (DELETE, the gateway stopping) is forgotten here too.
 func (s *idleSessions) expire(id string) {
 	s.mu.Lock()
-	if e, ok := s.m[id]; !ok || e.busy > 0 {
+	e, ok := s.m[id]
+	if !ok {
+		s.mu.Unlock()
+		return
+	}
+	if e.busy > 0 {
+		e.armed = false
+		s.mu.Unlock()
+		return
+	}
+	if left := s.timeout - time.Since(e.idleSince); left > 0 {
+		e.timer.Reset(left)
 		s.mu.Unlock()
 		return
 	}

@@ -120,3 +120,63 @@ func TestSDKLogSumsUndeliveredNotifications(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestIdleSessionTimerCountsFromTheLastRequest: the timer is not re-armed on every request,
+// so the session must still live while requests keep coming, however long that lasts, and
+// end a timeout after the last one ended; a request in progress when the timer fires keeps
+// it, and its end starts the timeout again.
+func TestIdleSessionTimerCountsFromTheLastRequest(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	var ended endedSessions
+	idle := newIdleSessions(timeout, ended.end)
+	hold := make(chan struct{})
+	h := idle.track(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Session-Id") == "" {
+			w.Header().Set("Mcp-Session-Id", "s")
+			w.WriteHeader(http.StatusOK)
+		} else if r.URL.Query().Get("hold") != "" {
+			<-hold
+		}
+	}))
+	serve := func(query string) {
+		r := httptest.NewRequest("POST", "/mcp"+query, nil)
+		if query != "?init" {
+			r.Header.Set("Mcp-Session-Id", "s")
+		}
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	serve("?init")
+	for range 12 { // 12 × 100 ms: four timeouts of steady use
+		time.Sleep(timeout / 3)
+		serve("")
+		if got := ended.list(); got != "" {
+			t.Fatalf("a session in steady use was ended (%q)", got)
+		}
+	}
+	last := time.Now()
+	for ended.list() == "" && time.Since(last) < 10*timeout {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if idleFor := time.Since(last); ended.list() != "s" || idleFor < timeout || idleFor > 3*timeout {
+		t.Fatalf("ended %q %v after its last request, want s after about %v", ended.list(), idleFor, timeout)
+	}
+
+	// Again, with a request in progress across the timer.
+	ended = endedSessions{}
+	serve("?init")
+	done := make(chan struct{})
+	go func() { serve("?hold=1"); close(done) }()
+	time.Sleep(3 * timeout)
+	if got := ended.list(); got != "" {
+		t.Fatalf("a session with a request in progress was ended (%q)", got)
+	}
+	close(hold)
+	<-done
+	last = time.Now()
+	for ended.list() == "" && time.Since(last) < 10*timeout {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if idleFor := time.Since(last); ended.list() != "s" || idleFor < timeout || idleFor > 3*timeout {
+		t.Fatalf("ended %q %v after its request in progress ended, want s after about %v", ended.list(), idleFor, timeout)
+	}
+}
