@@ -314,9 +314,14 @@ func (w *walFile) write(frames []byte, off int64) error {
 	return fdatasync(w.f)
 }
 
-// readAt reads len(b) bytes at off.
+// readAt reads len(b) bytes at off; what lies past the end of the file (a file whose size is
+// not a multiple of a block, made by hand or by another program) reads as zeros.
 func (w *walFile) readAt(b []byte, off int64) error {
-	_, err := w.f.ReadAt(b, off)
+	n, err := w.f.ReadAt(b, off)
+	if errors.Is(err, io.EOF) {
+		clear(b[n:])
+		return nil
+	}
 	return err
 }
 

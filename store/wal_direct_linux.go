@@ -82,11 +82,10 @@ func (d *directWAL) write(frames []byte, off int64, read func(b []byte, off int6
 		if err == nil {
 			break
 		}
-		var pe *os.PathError
-		if errors.As(err, &pe) && pe.Err == syscall.EINTR {
+		if errors.Is(err, syscall.EINTR) {
 			continue
 		}
-		if errors.As(err, &pe) && pe.Err == syscall.EINVAL {
+		if directRefused(err) {
 			return errDirectRefused
 		}
 		d.tailOff = -1
@@ -95,6 +94,12 @@ func (d *directWAL) write(frames []byte, off int64, read func(b []byte, off int6
 	copy(d.tail, buf[n-directBlock:])
 	d.tailOff = end - directBlock
 	return nil
+}
+
+// directRefused reports whether err is a filesystem refusing a direct write as such (its
+// alignment, or O_DIRECT itself), not a failure to write: EINVAL, EOPNOTSUPP (ENOTSUP).
+func directRefused(err error) bool {
+	return errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP)
 }
 
 // forget drops the held block: the file was written another way.

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -146,5 +147,56 @@ func TestWALDirectRecordsAreReplayed(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(c.dir, WALFileName)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A file whose size is not a multiple of a block (made by hand, or by another program): the
+// block read back around a write in its last, partial block ends at the end of the file,
+// and the write still goes in.
+func TestWALDirectWriteInTheLastPartialBlock(t *testing.T) {
+	dir := t.TempDir()
+	size := int64(walMinSize + 1000)
+	if err := os.WriteFile(filepath.Join(dir, WALFileName), make([]byte, size), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, _, err := openWAL(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	if w.direct == nil {
+		t.Skip("the filesystem of the test's temporary folder does not take O_DIRECT")
+	}
+	if w.size != size&^(walAlign-1) {
+		t.Fatalf("the file was remade (size %d), want it kept at %d", w.size, size)
+	}
+	frames := randomFrames(rand.New(rand.NewPCG(5, 5)), 400)
+	off := int64(walMinSize + 8)
+	if err := w.write(frames, off); err != nil {
+		t.Fatalf("a write in the last, partial block: %v", err)
+	}
+	got := readAll(t, w)
+	if !bytes.Equal(got[off:off+int64(len(frames))], frames) || bytes.ContainsFunc(got[:off], func(c rune) bool { return c != 0 }) {
+		t.Fatal("the file does not hold the frames where they were written, after zeros")
+	}
+}
+
+// What counts as the filesystem refusing direct writes (then the page cache is used) and
+// what is a failure to write (then the batch is refused and retried, as with fdatasync).
+func TestDirectRefusedErrors(t *testing.T) {
+	for _, c := range []struct {
+		err     error
+		refused bool
+	}{
+		{&os.PathError{Op: "write", Path: "audit.wal", Err: syscall.EINVAL}, true},
+		{&os.PathError{Op: "write", Path: "audit.wal", Err: syscall.EOPNOTSUPP}, true},
+		{&os.PathError{Op: "write", Path: "audit.wal", Err: syscall.ENOTSUP}, true},
+		{&os.PathError{Op: "write", Path: "audit.wal", Err: syscall.ENOSPC}, false},
+		{&os.PathError{Op: "write", Path: "audit.wal", Err: syscall.EIO}, false},
+		{syscall.EDQUOT, false},
+	} {
+		if got := directRefused(c.err); got != c.refused {
+			t.Errorf("directRefused(%v) = %v, want %v", c.err, got, c.refused)
+		}
 	}
 }
