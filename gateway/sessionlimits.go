@@ -102,8 +102,9 @@ type idleSessions struct {
 	releasing bool // a release of memory is due
 }
 
-// The timer of a session is not stopped and re-armed around every request (a call would pay
-// two timer operations for it): it stays armed, and when it fires expire looks at the session
+// idleSession is one session's requests in progress and idle timer. The timer is not stopped
+// and re-armed around every request (a call would pay two timer operations for it): it stays
+// armed, and when it fires expire looks at the session
 // and arms it again for what is left of the timeout, or not at all while requests are in
 // progress (the last of them to end arms it).
 type idleSession struct {

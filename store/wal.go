@@ -314,6 +314,11 @@ func (w *walFile) write(frames []byte, off int64) error {
 	return fdatasync(w.f)
 }
 
+// errDirectRefused is a direct write the filesystem refused as such (directRefused: EINVAL for
+// its alignment or O_DIRECT itself, EOPNOTSUPP); nothing was written and the write may be
+// made through the page cache.
+var errDirectRefused = errors.New("direct write refused")
+
 // readAt reads len(b) bytes at off; what lies past the end of the file (a file whose size is
 // not a multiple of a block, made by hand or by another program) reads as zeros.
 func (w *walFile) readAt(b []byte, off int64) error {

@@ -49,10 +49,6 @@ func alignedBlocks(n int) []byte {
 	return b[skip : skip+n*directBlock : skip+n*directBlock]
 }
 
-// errDirectRefused is a direct write the filesystem refused as such (EINVAL: alignment or no
-// O_DIRECT); nothing was written and the write may be made through the page cache.
-var errDirectRefused = errors.New("direct write refused")
-
 // write puts frames at off, on the disk when it returns. The file beyond what frames cover in
 // their last block is written as zeros: what was there is a frame of a run the file no longer
 // holds (the file was reused) or zeros, and either ends the run on replay.

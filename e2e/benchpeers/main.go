@@ -238,9 +238,7 @@ func benchPeers(o options, tmp string) error {
 	}
 	e := &env{o: o, tmp: tmp, b: b}
 	e.hz, e.hzKnown = clockTicks()
-	if e.tmpfsState, err = tmpfsFolder(o.tmpfsDir); err != nil {
-		return err
-	}
+	e.tmpfsState = tmpfsFolder(o.tmpfsDir)
 	start := time.Now()
 
 	gwStdioCfg, err := e.gatewayConfig("gw-full-stdio", "127.0.0.1:0", true, "")
@@ -667,22 +665,22 @@ func fsyncCost(dir string, times int, gap time.Duration) ([]float64, error) {
 
 // tmpfsFolder makes a fresh folder in dir when dir is on tmpfs; "" when dir is empty or not a
 // writable tmpfs (the tmpfs peer is then left out).
-func tmpfsFolder(dir string) (string, error) {
+func tmpfsFolder(dir string) string {
 	if dir == "" {
-		return "", nil
+		return ""
 	}
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil || st.Type != 0x01021994 { // TMPFS_MAGIC
 		logf("%s is not a tmpfs: the gateway-full peer with its state on tmpfs is left out", dir)
-		return "", nil
+		return ""
 	}
 	d, err := os.MkdirTemp(dir, "benchpeers-state-")
 	if err != nil {
 		logf("%s: %v: the gateway-full peer with its state on tmpfs is left out", dir, err)
-		return "", nil
+		return ""
 	}
 	removeAtExit = append(removeAtExit, d)
-	return d, nil
+	return d
 }
 
 func median(v []float64) float64 {
