@@ -148,15 +148,8 @@ var (
 // decides what the report can say.
 const haltWait = 5 * time.Second
 
-// HaltCause is the cause (context.Cause) of a physical call a halt cancelled, so that the
-// call's failure and its audit record say who stopped the robot and why.
-type HaltCause struct {
-	Operator, Reason string
-}
-
-func (e *HaltCause) Error() string {
-	return fmt.Sprintf("the operator %s halted the robot (%q)", e.Operator, e.Reason)
-}
+// HaltCause is the cause (context.Cause) of a physical call a halt cancelled (governor.HaltCause).
+type HaltCause = governor.HaltCause
 
 // Halt is the emergency stop (docs/operations.md, "Halt"). In this order, before it returns:
 // it puts a halt lockout in force on every physical server of the config in force, committed to

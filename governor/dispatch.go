@@ -66,6 +66,14 @@ func dispatchFailure(ctx, callCtx context.Context, c *Call, deadline time.Durati
 	var locked *LockoutError
 	notSent := errors.Is(err, upstream.ErrUnavailable) || errors.Is(err, upstream.ErrQueueFull) || errors.As(err, &locked)
 	switch {
+	case locked != nil && locked.Lockout.Halted():
+		// The call waited for its turn while an operator halted the robot. The halt cancels
+		// every physical call, one after another: the call it cancelled first may have let
+		// this one have its turn before its own cancellation came. Either way it was not sent,
+		// and it ends as a cancellation by the halt, whichever reached it first.
+		halt := &HaltCause{Operator: locked.Lockout.By, Reason: locked.Lockout.Reason}
+		return Refuse(KindCancelled, fmt.Sprintf(
+			"the call to %s was cancelled because %s before it was sent to server %s; nothing was done.", c.Name, halt.Error(), t.Server))
 	case locked != nil:
 		// The call waited for its turn behind a call that then locked the server out.
 		lockoutEvent(ctx, locked.Lockout)
@@ -112,6 +120,16 @@ func dispatchFailure(ctx, callCtx context.Context, c *Call, deadline time.Durati
 // maxUpstreamErrorBytes bounds the text of a server's error that a reason quotes: a server can
 // answer with megabytes, and the reason is logged and returned.
 const maxUpstreamErrorBytes = 2048
+
+// HaltCause is the cause (context.Cause) of a physical call a halt cancelled, so that the
+// call's failure and its audit record say who stopped the robot and why.
+type HaltCause struct {
+	Operator, Reason string
+}
+
+func (e *HaltCause) Error() string {
+	return fmt.Sprintf("the operator %s halted the robot (%q)", e.Operator, e.Reason)
+}
 
 // cancelledBy says who cancelled a call: the caller, or the cause the gateway gave (shutting
 // down).
