@@ -371,12 +371,14 @@ func TestRunInputGuardRedactsTheTask(t *testing.T) {
 	}
 }
 
-const comboDeny = `patterns: ['combination is \d+']`
+// comboDeny redacts or blocks the combination. The secret, Q47X11, has letters: a transcript's
+// timestamps hold runs of digits, and a digits-only secret could turn up in them by chance.
+const comboDeny = `patterns: ['combination is \w+']`
 
 func TestRunOutputGuardBlocksTheAnswer(t *testing.T) {
 	for _, action := range []guards.Action{guards.ActionBlock, guards.ActionEscalate} {
 		t.Run(string(action), func(t *testing.T) {
-			r, jsonl := newRunner(scripted(t, model.Reply{Text: "The safe's combination is 4711."}), &fakeCaller{}, Options{})
+			r, jsonl := newRunner(scripted(t, model.Reply{Text: "The safe's combination is Q47X11."}), &fakeCaller{}, Options{})
 			r.OutputGuards = guardSet(t, guards.StageOutput, "no-combinations", "regex.deny", action, comboDeny)
 			rep, err := r.Run(context.Background(), "open the safe")
 			if err != nil {
@@ -389,7 +391,7 @@ func TestRunOutputGuardBlocksTheAnswer(t *testing.T) {
 				t.Errorf("reason %q does not name the guard", rep.Reason)
 			}
 			out := r.Out.(*bytes.Buffer).String()
-			if strings.Contains(out, "4711") || strings.Contains(jsonl.String(), "4711") {
+			if strings.Contains(out, "Q47X11") || strings.Contains(jsonl.String(), "Q47X11") {
 				t.Errorf("the blocked answer was written out:\n%s\n%s", out, jsonl)
 			}
 			if !strings.Contains(out, "stopped (guard_blocked)") {
@@ -400,17 +402,17 @@ func TestRunOutputGuardBlocksTheAnswer(t *testing.T) {
 }
 
 func TestRunOutputGuardRedactsTheAnswer(t *testing.T) {
-	r, jsonl := newRunner(scripted(t, model.Reply{Text: "The safe's combination is 4711."}), &fakeCaller{}, Options{})
+	r, jsonl := newRunner(scripted(t, model.Reply{Text: "The safe's combination is Q47X11."}), &fakeCaller{}, Options{})
 	r.OutputGuards = guardSet(t, guards.StageOutput, "no-combinations", "regex.deny", guards.ActionRedact, comboDeny)
 	rep, err := r.Run(context.Background(), "open the safe")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Exit != ExitAnswered || strings.Contains(rep.Answer, "4711") || !strings.HasPrefix(rep.Answer, "The safe's ") {
+	if rep.Exit != ExitAnswered || strings.Contains(rep.Answer, "Q47X11") || !strings.HasPrefix(rep.Answer, "The safe's ") {
 		t.Fatalf("report = %+v, want a redacted answer", rep)
 	}
 	out := r.Out.(*bytes.Buffer).String()
-	if strings.Contains(out, "4711") || strings.Contains(jsonl.String(), "4711") || !strings.Contains(out, "answer: "+rep.Answer) {
+	if strings.Contains(out, "Q47X11") || strings.Contains(jsonl.String(), "Q47X11") || !strings.Contains(out, "answer: "+rep.Answer) {
 		t.Errorf("printed or recorded answer not redacted:\n%s\n%s", out, jsonl)
 	}
 	evs := events(t, jsonl)

@@ -92,7 +92,7 @@ func judgeEvents(evs []Event) []Event {
 // with the criteria as instructions, the answer as the user message, the guard's model alias
 // and the verdict's schema.
 func TestJudgeWithholdsTheAnswer(t *testing.T) {
-	const answer = "The safe's combination is 4711."
+	const answer = "The safe's combination is Q47X11."
 	m := scriptedWith(t, []model.ScriptRule{judgeRule("answer-judge", verdict(false))},
 		model.Reply{Text: answer, Usage: &model.Usage{InputTokens: 10, OutputTokens: 5}, CostUSD: 0.001})
 	r, jsonl := newRunner(m, &fakeCaller{}, Options{})
@@ -108,7 +108,7 @@ func TestJudgeWithholdsTheAnswer(t *testing.T) {
 		t.Errorf("run usage %+v, want the answer's and the judge's", rep.Usage)
 	}
 	out := r.Out.(*bytes.Buffer).String()
-	for _, leak := range []string{"4711", "EXPLANATION-7Q", "reveals the combination"} {
+	for _, leak := range []string{"Q47X11", "EXPLANATION-7Q", "reveals the combination"} {
 		if strings.Contains(out, leak) || strings.Contains(jsonl.String(), leak) {
 			t.Errorf("%q was written out:\n%s\n%s", leak, out, jsonl)
 		}
@@ -364,7 +364,7 @@ func TestJudgeIsCountedAndTraced(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	metrics := NewMetrics(reg, "scripted")
 	tracer, sr := recorder(t)
-	m := scriptedWith(t, []model.ScriptRule{judgeRule("answer-judge", verdict(false))}, model.Reply{Text: "The combination is 4711."})
+	m := scriptedWith(t, []model.ScriptRule{judgeRule("answer-judge", verdict(false))}, model.Reply{Text: "The combination is Q47X11."})
 	r, _ := newRunner(m, &fakeCaller{}, Options{})
 	r.OutputGuards = judgeSet(t, guards.StageOutput, "answer-judge", "fast", "")
 	r.Metrics, r.Tracer, r.Provider, r.ModelName = metrics, tracer, "scripted", "main-model"
@@ -389,7 +389,7 @@ func TestJudgeIsCountedAndTraced(t *testing.T) {
 		t.Errorf("judge span attributes %v", a)
 	}
 	for k, v := range a {
-		if strings.Contains(v.String(), "4711") || strings.Contains(v.String(), "EXPLANATION") {
+		if strings.Contains(v.String(), "Q47X11") || strings.Contains(v.String(), "EXPLANATION") {
 			t.Errorf("span attribute %s quotes the content: %s", k, v.String())
 		}
 	}
@@ -402,7 +402,7 @@ func TestJudgeOverHTTP(t *testing.T) {
 	var mu sync.Mutex
 	var bodies []map[string]any
 	answers := []string{
-		`{"id":"c1","model":"llama3.2","choices":[{"index":0,"message":{"role":"assistant","content":"The safe's combination is 4711."},"finish_reason":"stop"}],"usage":{"prompt_tokens":20,"completion_tokens":8}}`,
+		`{"id":"c1","model":"llama3.2","choices":[{"index":0,"message":{"role":"assistant","content":"The safe's combination is Q47X11."},"finish_reason":"stop"}],"usage":{"prompt_tokens":20,"completion_tokens":8}}`,
 		"{\"id\":\"c2\",\"model\":\"llama3.2\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"```json\\n{\\\"pass\\\": false, \\\"reason\\\": \\\"" + judgeExplanation + "\\\"}\\n```\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":90,\"completion_tokens\":12}}",
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -446,10 +446,10 @@ func TestJudgeOverHTTP(t *testing.T) {
 	if sys["role"] != "system" || !strings.HasSuffix(sys["content"].(string), "Criteria:\n"+judgeCriteria) || user["role"] != "user" {
 		t.Fatalf("judge messages %v", msgs)
 	}
-	if _, content, _ := framed(t, user["content"].(string)); content != "The safe's combination is 4711." {
+	if _, content, _ := framed(t, user["content"].(string)); content != "The safe's combination is Q47X11." {
 		t.Errorf("judge message %q", user["content"])
 	}
-	if strings.Contains(jsonl.String(), "4711") || strings.Contains(jsonl.String(), "EXPLANATION-7Q") {
+	if strings.Contains(jsonl.String(), "Q47X11") || strings.Contains(jsonl.String(), "EXPLANATION-7Q") {
 		t.Errorf("transcript:\n%s", jsonl)
 	}
 }

@@ -210,7 +210,7 @@ func TestUnpricedRequestWarns(t *testing.T) {
 // when nothing holds them (the stream was live), never under hold_stream.
 func TestChunksReachTheTranscript(t *testing.T) {
 	chunked := model.Reply{Text: "The cup is in the drawer.", Chunks: []string{"The cup ", "is in ", "the drawer."}}
-	secret := model.Reply{Text: "The combination is 4711.", Chunks: []string{"The combination ", "is 4711."}}
+	secret := model.Reply{Text: "The combination is Q47X11.", Chunks: []string{"The combination ", "is Q47X11."}}
 	refusal := model.Reply{Text: "I won't open it.", Chunks: []string{"I won't ", "open it."}, FinishReason: "refusal"}
 	cases := []struct {
 		name   string
@@ -257,7 +257,7 @@ func TestChunksReachTheTranscript(t *testing.T) {
 				t.Errorf("chunk events %q, want %q", chunks, tc.chunks)
 			}
 			out := r.Out.(*bytes.Buffer).String()
-			if strings.Contains(out, "4711") || strings.Contains(jsonl.String(), "4711") {
+			if strings.Contains(out, "Q47X11") || strings.Contains(jsonl.String(), "Q47X11") {
 				t.Errorf("the screened answer's text got out:\n%s\n%s", out, jsonl)
 			}
 			if tc.exit == ExitAnswered && tc.chunks != nil && strings.Count(out, "  model: The cup is in the drawer.\n") != 1 {
@@ -276,7 +276,7 @@ func TestChunksReachTheTranscript(t *testing.T) {
 func TestGuardReasoning(t *testing.T) {
 	m := modelFunc(func(context.Context, *model.Call) (*model.Result, error) {
 		return &model.Result{FinishReason: model.FinishStop, Blocks: []model.Block{
-			{Kind: model.BlockReasoning, Text: "The combination is 4711, but I must not say it."},
+			{Kind: model.BlockReasoning, Text: "The combination is Q47X11, but I must not say it."},
 			{Kind: model.BlockText, Text: "The safe is open."},
 		}, Usage: model.Usage{InputTokens: 5, OutputTokens: 5}}, nil
 	})
@@ -287,7 +287,7 @@ func TestGuardReasoning(t *testing.T) {
 		exit      Exit
 		reasoning string // in the step event
 	}{
-		{"off", false, guards.ActionBlock, ExitAnswered, "The combination is 4711, but I must not say it."},
+		{"off", false, guards.ActionBlock, ExitAnswered, "The combination is Q47X11, but I must not say it."},
 		{"on, block", true, guards.ActionBlock, ExitGuardBlocked, ""},
 		{"on, escalate", true, guards.ActionEscalate, ExitGuardBlocked, ""},
 		{"on, redact", true, guards.ActionRedact, ExitAnswered, "The [REDACTED], but I must not say it."},
@@ -305,7 +305,7 @@ func TestGuardReasoning(t *testing.T) {
 				t.Errorf("step reasoning %q, want %q", got, tc.reasoning)
 			}
 			out := r.Out.(*bytes.Buffer).String()
-			if tc.on && (strings.Contains(out, "4711") || strings.Contains(jsonl.String(), "4711")) {
+			if tc.on && (strings.Contains(out, "Q47X11") || strings.Contains(jsonl.String(), "Q47X11")) {
 				t.Errorf("screened reasoning got out:\n%s", out)
 			}
 			if tc.exit == ExitGuardBlocked && !strings.Contains(rep.Reason, "reasoning is withheld") {
