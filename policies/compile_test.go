@@ -152,6 +152,15 @@ func TestCompileOptions(t *testing.T) {
 	if err != nil || e.Evaluate(t.Context(), &Input{}).Effect != Deny {
 		t.Errorf("no rules with default deny: %v", err)
 	}
+	// Without rules no CEL environment is built, and a call with arguments and a principal still
+	// gets the default.
+	if e.adapter != nil {
+		t.Error("no rules: the CEL environment was built")
+	}
+	in := &Input{Server: "robot", Tool: "robot__move", Args: []byte(`{"speed":1.5}`), Principal: Principal{ID: "op", Roles: []string{"operator"}}}
+	if d := e.Evaluate(t.Context(), in); d.Effect != Deny || !d.Default || len(d.Errors) > 0 {
+		t.Errorf("no rules, a call with arguments: %+v", d)
+	}
 	// A loop over the arguments passes the estimate; one that always exceeds the runtime limit
 	// does not.
 	if _, err := Compile([]Rule{{ID: "loop", Effect: Deny, When: `args.list.exists(x, x > 1.0)`}}, Options{}); err != nil {
