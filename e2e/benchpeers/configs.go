@@ -16,7 +16,13 @@ type gatewayConfig struct {
 	Name, Listen, StateDir, Echo string
 	MaxSessions, MaxConnections  int
 	Full                         bool
+	// Pprof serves the profiler behind the admin token read from adminTokenEnv (the
+	// critical-path run's trace).
+	Pprof bool
 }
+
+// adminTokenEnv is the variable the gateway of the critical-path run reads its admin token from.
+const adminTokenEnv = "BENCHPEERS_ADMIN_TOKEN"
 
 var gatewayTemplate = template.Must(template.New("gateway").Funcs(template.FuncMap{"q": quote}).Parse(`gateway:
   name: {{q .Name}}
@@ -25,6 +31,10 @@ var gatewayTemplate = template.Must(template.New("gateway").Funcs(template.FuncM
   tool_names: prefixed
   max_sessions: {{.MaxSessions}}
   max_connections: {{.MaxConnections}}
+{{- if .Pprof}}
+  pprof: true
+  admin_token_env: BENCHPEERS_ADMIN_TOKEN
+{{- end}}
 servers:
   - name: echo
     command: {{q .Echo}}

@@ -10,10 +10,12 @@
 // rounds. Beside calls/s and latency it reads the proxy process's CPU time and memory from /proc
 // and the cost of one fdatasync on the disk under the gateways' state, and runs the full gateway
 // a second time with its state on tmpfs (where the audit's sync costs nothing), so that the
-// share of durability in its figures is measured, not guessed. It exits non-zero only when
-// something failed to run (a peer that did not start, errors in a run), never for a target missed.
+// share of durability in its figures is measured, not guessed. After the rounds it traces the
+// gateways at c=1 (critical.go) and prints where a call's time goes inside them. It exits
+// non-zero only when something failed to run (a peer that did not start, errors in a run),
+// never for a target missed.
 //
-// Linux only (/proc). Not run in CI; `go vet` compiles it.
+// Linux only (/proc). Not run in CI; `go vet` compiles it, and its trace analysis has a test.
 package main
 
 import (
@@ -45,6 +47,7 @@ type options struct {
 	curve               []int // session counts of the memory curve
 	settle              time.Duration
 	tmpfsDir            string // where the tmpfs peer keeps its state; empty for no such peer
+	criticalPath        bool   // trace a call's critical path in the gateway at c=1
 }
 
 func envOr(k, def string) string {
@@ -72,6 +75,7 @@ func main() {
 	flag.IntVar(&o.sessions, "sessions", 1000, "sessions (and workers) of the peak-RSS run")
 	flag.DurationVar(&o.settle, "settle", 2*time.Second, "wait after a peer is ready before its idle RSS is read")
 	flag.StringVar(&o.tmpfsDir, "tmpfs-dir", envOr("TMPFS_DIR", "/dev/shm"), "a folder on tmpfs for the state of the gateway-full peer whose audit sync costs nothing (the share of durability); skipped when it is not on tmpfs; empty for none; env TMPFS_DIR")
+	flag.BoolVar(&o.criticalPath, "critical-path", true, "after the rounds, trace gateway-minimal, gateway-full and its tmpfs twin for 2 s each at c=1 and print where a call's time goes in the gateway")
 	curve := flag.String("curve", envOr("CURVE", "10,100,250,500"), "session counts of the memory curve (peak RSS of a fresh process per count; the -sessions run adds its point); empty for none; env CURVE")
 	flag.Parse()
 	for _, f := range strings.FieldsFunc(*curve, func(r rune) bool { return r == ',' || r == ' ' }) {
@@ -200,6 +204,7 @@ type peer struct {
 	tool      string
 	cmdline   string // stdio: the server command the bench client spawns
 	cpuExe    string // stdio: the bench client's child whose CPU is counted
+	pprof     bool   // gateway: the profiler on, behind e.token (the critical-path run)
 
 	// the running server of an HTTP peer
 	proc *exec.Cmd
@@ -221,6 +226,8 @@ type env struct {
 	seq     int
 	// tmpfsState is the folder on tmpfs for the gw-full-tmpfs peer's state, or empty.
 	tmpfsState string
+	// token is the admin token of a gateway whose profiler is on.
+	token string
 }
 
 func benchPeers(o options, tmp string) error {
@@ -236,12 +243,12 @@ func benchPeers(o options, tmp string) error {
 	if err != nil {
 		return err
 	}
-	e := &env{o: o, tmp: tmp, b: b}
+	e := &env{o: o, tmp: tmp, b: b, token: randomToken()}
 	e.hz, e.hzKnown = clockTicks()
 	e.tmpfsState = tmpfsFolder(o.tmpfsDir)
 	start := time.Now()
 
-	gwStdioCfg, err := e.gatewayConfig("gw-full-stdio", "127.0.0.1:0", true, "")
+	gwStdioCfg, err := e.gatewayConfig("gw-full-stdio", "127.0.0.1:0", true, "", false)
 	if err != nil {
 		return err
 	}
@@ -381,6 +388,19 @@ func benchPeers(o options, tmp string) error {
 			p.proc = nil
 		}
 	}
+	var paths []namedPath
+	if o.criticalPath {
+		for _, p := range peers {
+			if p.kind != "gw-min" && p.kind != "gw-full" && p.kind != "gw-full-tmpfs" {
+				continue
+			}
+			cp, err := e.traceCriticalPath(p)
+			if err != nil {
+				return fmt.Errorf("%s, critical path: %v", p.key, err)
+			}
+			paths = append(paths, namedPath{p.name, cp})
+		}
+	}
 	fsync2, err := fsyncCost(filepath.Join(tmp, "state"), 100, 0)
 	if err != nil {
 		return err
@@ -389,7 +409,7 @@ func benchPeers(o options, tmp string) error {
 	if err != nil {
 		return err
 	}
-	report(os.Stdout, e, peers, syncCosts{loop: append(fsync1, fsync2...), spaced: append(spaced1, spaced2...)}, time.Since(start))
+	report(os.Stdout, e, peers, syncCosts{loop: append(fsync1, fsync2...), spaced: append(spaced1, spaced2...)}, paths, time.Since(start))
 	return nil
 }
 
@@ -404,7 +424,7 @@ func (e *env) port() (string, error) {
 
 // gatewayConfig writes a gateway configuration with a fresh state dir (in stateRoot, or the
 // temporary folder's state/ when empty) and returns its path.
-func (e *env) gatewayConfig(name, listen string, full bool, stateRoot string) (string, error) {
+func (e *env) gatewayConfig(name, listen string, full bool, stateRoot string, pprof bool) (string, error) {
 	e.seq++
 	id := fmt.Sprintf("%s-%d", name, e.seq)
 	path := filepath.Join(e.tmp, "cfg", id+".yaml")
@@ -413,7 +433,7 @@ func (e *env) gatewayConfig(name, listen string, full bool, stateRoot string) (s
 	}
 	err := writeTemplate(path, gatewayTemplate, gatewayConfig{
 		Name: id, Listen: listen, StateDir: filepath.Join(stateRoot, id), Echo: e.b.echo,
-		MaxSessions: 2 * e.o.sessions, MaxConnections: 2 * e.o.sessions, Full: full,
+		MaxSessions: 2 * e.o.sessions, MaxConnections: 2 * e.o.sessions, Full: full, Pprof: pprof,
 	})
 	return path, err
 }
@@ -444,11 +464,14 @@ func (e *env) launch(p *peer) error {
 		if p.kind == "gw-full-tmpfs" {
 			root = e.tmpfsState
 		}
-		cfg, err := e.gatewayConfig(p.kind, addr, p.kind != "gw-min", root)
+		cfg, err := e.gatewayConfig(p.kind, addr, p.kind != "gw-min", root, p.pprof)
 		if err != nil {
 			return err
 		}
 		cmd = exec.Command(e.b.gateway, "serve", "-c", cfg)
+		if p.pprof {
+			cmd.Env = append(os.Environ(), adminTokenEnv+"="+e.token)
+		}
 		p.url = "http://" + addr + "/mcp"
 		healthz = "http://" + addr + "/readyz"
 	default:

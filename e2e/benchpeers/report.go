@@ -12,7 +12,7 @@ import (
 // and 1 ms apart as at c=1.
 type syncCosts struct{ loop, spaced []float64 }
 
-func report(w io.Writer, e *env, peers []*peer, syncs syncCosts, took time.Duration) {
+func report(w io.Writer, e *env, peers []*peer, syncs syncCosts, paths []namedPath, took time.Duration) {
 	o := e.o
 	byKind := map[string]*peer{}
 	for _, p := range peers {
@@ -151,6 +151,13 @@ func report(w io.Writer, e *env, peers []*peer, syncs syncCosts, took time.Durat
 		fmt.Fprintln(w, "- gateway-full, HTTP, state on tmpfs: the same binary and configuration as gateway-full with its state_dir on tmpfs (TMPFS_DIR), where the write-ahead file's sync returns at once; its memory is not measured (it is gateway-full's).")
 	}
 	fmt.Fprintf(w, "- The generated gateway configs raise gateway.max_sessions and gateway.max_connections to %d (defaults 256 and 512) for the %d-session run, and rule r4 of the full config denies messages over 2,000,000 bytes instead of 100,000 so that the 1 MB run passes.\n", 2*o.sessions, o.sessions)
+
+	if len(paths) > 0 {
+		fmt.Fprintln(w, "\nWhere a call's time goes in the gateway at c=1: a runtime trace of 2 s (the gateway's /admin/debug/pprof/trace) of a fresh gateway with the profiler on, while the bench client makes one call at a time; the stretches of the goroutine serving the client's connection, between its state transitions, named by the gateway's or net/http's frame at their ends. Tracing slows the gateway by some percent: read the shares, not the sum.")
+		for _, np := range paths {
+			printCriticalPath(w, np.name, np.cp, 14)
+		}
+	}
 
 	fmt.Fprintln(w, "\nPer round (calls/s; p50 µs at c=1; CPU µs/call at c=8; 1 MB p50 µs):")
 	fmt.Fprintln(w, "```")
