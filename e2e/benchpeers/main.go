@@ -388,7 +388,12 @@ func benchPeers(o options, tmp string) error {
 			p.proc = nil
 		}
 	}
-	var paths []namedPath
+	// The critical paths come last: one that cannot be traced fails the run after the table is
+	// printed, not instead of it.
+	var (
+		paths   []namedPath
+		pathErr error
+	)
 	if o.criticalPath {
 		for _, p := range peers {
 			if p.kind != "gw-min" && p.kind != "gw-full" && p.kind != "gw-full-tmpfs" {
@@ -396,7 +401,9 @@ func benchPeers(o options, tmp string) error {
 			}
 			cp, err := e.traceCriticalPath(p)
 			if err != nil {
-				return fmt.Errorf("%s, critical path: %v", p.key, err)
+				pathErr = fmt.Errorf("%s, critical path: %v", p.key, err)
+				logf("%v", pathErr)
+				break
 			}
 			paths = append(paths, namedPath{p.name, cp})
 		}
@@ -410,7 +417,7 @@ func benchPeers(o options, tmp string) error {
 		return err
 	}
 	report(os.Stdout, e, peers, syncCosts{loop: append(fsync1, fsync2...), spaced: append(spaced1, spaced2...)}, paths, time.Since(start))
-	return nil
+	return pathErr
 }
 
 func (e *env) port() (string, error) {
