@@ -72,15 +72,13 @@ func dispatchFailure(ctx, callCtx context.Context, c *Call, deadline time.Durati
 		// this one have its turn before its own cancellation came. Either way it was not sent,
 		// and it ends as a cancellation by the halt, whichever reached it first.
 		halt := &HaltCause{Operator: locked.Lockout.By, Reason: locked.Lockout.Reason}
-		return Refuse(KindCancelled, fmt.Sprintf(
-			"the call to %s was cancelled because %s before it was sent to server %s; nothing was done.", c.Name, halt.Error(), t.Server))
+		return cancelledBeforeSent(c, "because "+halt.Error())
 	case locked != nil:
 		// The call waited for its turn behind a call that then locked the server out.
 		lockoutEvent(ctx, locked.Lockout)
 		return Refuse(KindExecutionStatusUnknown, locked.Reason())
 	case ctx.Err() != nil && notSent:
-		return Refuse(KindCancelled, fmt.Sprintf(
-			"the call to %s was cancelled %s before it was sent to server %s; nothing was done.", c.Name, cancelledBy(ctx), t.Server))
+		return cancelledBeforeSent(c, cancelledBy(ctx))
 	case ctx.Err() != nil:
 		return unknown(Refuse(KindCancelled, fmt.Sprintf(
 			"the call to %s was cancelled %s before it finished; the server %s was told to stop it. What the robot did is not known from here.", c.Name, cancelledBy(ctx), t.Server)))
@@ -129,6 +127,13 @@ type HaltCause struct {
 
 func (e *HaltCause) Error() string {
 	return fmt.Sprintf("the operator %s halted the robot (%q)", e.Operator, e.Reason)
+}
+
+// cancelledBeforeSent is the answer to a call cancelled while it waited to be sent; by says by
+// whom (cancelledBy).
+func cancelledBeforeSent(c *Call, by string) *Outcome {
+	return Refuse(KindCancelled, fmt.Sprintf(
+		"the call to %s was cancelled %s before it was sent to server %s; nothing was done.", c.Name, by, c.Tool.Server))
 }
 
 // cancelledBy says who cancelled a call: the caller, or the cause the gateway gave (shutting
