@@ -73,14 +73,8 @@ func (d *directWAL) write(frames []byte, off int64, read func(b []byte, off int6
 	}
 	copy(buf[off-start:], frames)
 	clear(buf[int(off-start)+len(frames):])
-	for {
-		_, err := d.f.WriteAt(buf, start)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, syscall.EINTR) {
-			continue
-		}
+	// os.File.WriteAt retries interrupted and short writes itself.
+	if _, err := d.f.WriteAt(buf, start); err != nil {
 		if directRefused(err) {
 			return errDirectRefused
 		}
