@@ -16,9 +16,9 @@ type gatewayConfig struct {
 	Name, Listen, StateDir, Echo string
 	MaxSessions, MaxConnections  int
 	Full                         bool
-	// Pprof serves the profiler behind the admin token read from adminTokenEnv (the
-	// critical-path run's trace).
-	Pprof bool
+	// TokenEnv, when set, turns the profiler on behind the admin token read from that variable
+	// (adminTokenEnv; the critical-path run's trace).
+	TokenEnv string
 }
 
 // adminTokenEnv is the variable the gateway of the critical-path run reads its admin token from.
@@ -31,9 +31,9 @@ var gatewayTemplate = template.Must(template.New("gateway").Funcs(template.FuncM
   tool_names: prefixed
   max_sessions: {{.MaxSessions}}
   max_connections: {{.MaxConnections}}
-{{- if .Pprof}}
+{{- with .TokenEnv}}
   pprof: true
-  admin_token_env: BENCHPEERS_ADMIN_TOKEN
+  admin_token_env: {{q .}}
 {{- end}}
 servers:
   - name: echo

@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -261,11 +259,4 @@ func (e *env) fetchTrace(base string, seconds int) ([]byte, error) {
 		return nil, fmt.Errorf("runtime trace: %s: %.300s", resp.Status, body)
 	}
 	return body, nil
-}
-
-// randomToken is an admin token for the gateways whose profiler is on.
-func randomToken() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -20,6 +20,7 @@ package main
 
 import (
 	"bufio"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -243,7 +244,7 @@ func benchPeers(o options, tmp string) error {
 	if err != nil {
 		return err
 	}
-	e := &env{o: o, tmp: tmp, b: b, token: randomToken()}
+	e := &env{o: o, tmp: tmp, b: b, token: rand.Text()}
 	e.hz, e.hzKnown = clockTicks()
 	e.tmpfsState = tmpfsFolder(o.tmpfsDir)
 	start := time.Now()
@@ -438,10 +439,14 @@ func (e *env) gatewayConfig(name, listen string, full bool, stateRoot string, pp
 	if stateRoot == "" {
 		stateRoot = filepath.Join(e.tmp, "state")
 	}
-	err := writeTemplate(path, gatewayTemplate, gatewayConfig{
+	c := gatewayConfig{
 		Name: id, Listen: listen, StateDir: filepath.Join(stateRoot, id), Echo: e.b.echo,
-		MaxSessions: 2 * e.o.sessions, MaxConnections: 2 * e.o.sessions, Full: full, Pprof: pprof,
-	})
+		MaxSessions: 2 * e.o.sessions, MaxConnections: 2 * e.o.sessions, Full: full,
+	}
+	if pprof {
+		c.TokenEnv = adminTokenEnv
+	}
+	err := writeTemplate(path, gatewayTemplate, c)
 	return path, err
 }
 
