@@ -943,6 +943,12 @@ func (a *auditLog) encode(r *Record) (encoded, error) {
 		r.Args, _ = CompactJSON(r.Args)
 	}
 	r.Seq, r.Prev, r.Hash = 0, "", ""
+	if body, at, ok := appendBody(make([]byte, 0, bodySize(r)), r); ok {
+		if at < 0 {
+			return encoded{head: body}, nil
+		}
+		return encoded{head: body[:at:at], args: r.Args, rest: body[at:]}, nil
+	}
 	args := r.Args
 	if len(args) > 0 {
 		r.Args = json.RawMessage(argsMark)
