@@ -9,6 +9,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/mcp-gateway/mcp-gateway/internal/wirejson"
 )
 
 // CheckJSON runs the guards that apply to server and tool on every non-empty string leaf of
@@ -47,7 +49,7 @@ func (s *Set) CheckJSON(ctx context.Context, server, tool string, doc json.RawMe
 	for _, c := range changes {
 		lf := r.w.leaves[c.leaf]
 		out = append(out, doc[pos:lf.start]...)
-		out = appendQuoted(out, c.text)
+		out = wirejson.AppendString(out, c.text, false)
 		pos = lf.end
 	}
 	return res, append(out, doc[pos:]...)

@@ -3,14 +3,15 @@ package store
 import (
 	"math"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/mcp-gateway/mcp-gateway/internal/wirejson"
 )
 
 // appendBody appends what json.Marshal writes for r between `{"seq":0` and `,"hash":""}` (r's
 // Seq, Prev and Hash are zero: encode sets them so) and returns where the arguments' value goes
 // (after `,"args":`), or -1 when r has none. It writes the fields in the order of Record's and
-// each value as encoding/json does: strings with its escaping (HTML characters, invalid UTF-8,
-// U+2028 and U+2029 included), the time as time.Time.MarshalJSON, the duration as its float
+// each value as encoding/json does: strings with json.Marshal's escaping
+// (wirejson.AppendString), the time as time.Time.MarshalJSON, the duration as its float
 // encoder. ok is false for a record it does not encode (one with a Model or a Detail, whose
 // values are any JSON, or a time MarshalJSON refuses); encode then falls back to json.Marshal.
 // A call's record has neither, and this is the cost per call that matters (issue 17):
@@ -29,7 +30,7 @@ func appendBody(b []byte, r *Record) (_ []byte, argsAt int, ok bool) {
 	}
 	b = withTime
 	b = append(b, `","type":`...)
-	b = appendJSONString(b, r.Type)
+	b = wirejson.AppendString(b, r.Type, true)
 	b = appendField(b, `,"principal":`, r.Principal)
 	b = appendField(b, `,"session":`, r.Session)
 	b = appendField(b, `,"server":`, r.Server)
@@ -61,61 +62,7 @@ func appendField(b []byte, name, s string) []byte {
 	if s == "" {
 		return b
 	}
-	return appendJSONString(append(b, name...), s)
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s quoted as json.Marshal quotes a string: HTML-escaped, invalid UTF-8
-// as U+FFFD, U+2028 and U+2029 as escapes. An ASCII byte is written as itself unless
-// jsonSpecial marks it (a quote, a backslash, a control character, <, > or &).
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if !jsonSpecial[c] {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return wirejson.AppendString(append(b, name...), s, true)
 }
 
 // appendJSONFloat appends f as json.Marshal writes a float64 (f is finite: encode makes it so).

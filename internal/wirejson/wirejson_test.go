@@ -2,7 +2,10 @@ package wirejson
 
 import (
 	"bytes"
+	"encoding/json"
 	"math"
+	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -20,5 +23,33 @@ func TestEncodesAsTheSDK(t *testing.T) {
 	}
 	if _, err := Marshal(math.NaN()); err == nil {
 		t.Fatal("Marshal of NaN: no error")
+	}
+}
+
+// TestAppendStringIsEncodingJSON: strings drawn over every byte encoding/json treats apart
+// quote as encoding/json quotes them, with HTML escaping (json.Marshal) and without (the SDK's
+// encoder).
+func TestAppendStringIsEncodingJSON(t *testing.T) {
+	pieces := []string{"a", " ", "\"", "\\", "/", "<", ">", "&", "\x00", "\x01", "\x1f", "\b", "\f", "\n", "\r", "\t", "\x7f",
+		"\u2028", "\u2029", "\u2027", "\u202a", "é", "日本", "🤖", "\xff", "\xe2\x80", "\xe2", "\xc3", "\xed\xa0\x80", "\uFFFD"}
+	rng := rand.New(rand.NewPCG(3, 17))
+	for range 20000 {
+		var s strings.Builder
+		for range rng.IntN(10) {
+			s.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		text := s.String()
+		for _, html := range []bool{true, false} {
+			var want bytes.Buffer
+			enc := json.NewEncoder(&want)
+			enc.SetEscapeHTML(html)
+			if err := enc.Encode(text); err != nil {
+				t.Fatal(err)
+			}
+			got := AppendString([]byte("x"), text, html)
+			if string(got[1:]) != strings.TrimSuffix(want.String(), "\n") || got[0] != 'x' {
+				t.Fatalf("AppendString(%q, html %v) = %s, encoding/json %s", text, html, got[1:], want.String())
+			}
+		}
 	}
 }
