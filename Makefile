@@ -38,6 +38,9 @@ test: node-deps
 	$(GO) test -race -count=1 -timeout 20m ./...
 	# Allocation counts mean nothing under the race detector: checked once without it.
 	$(GO) test -count=1 -run Allocations ./internal/strictjson
+	# The audit record's encoder writes json.Marshal's bytes whichever encoding/json the
+	# toolchain builds: also checked on the one built on encoding/json/v2.
+	GOEXPERIMENT=jsonv2 $(GO) test -count=1 -run 'AppendString|AppendBody|SealWritesWhatMarshalWrites' ./internal/wirejson ./store
 
 ## killnine: the kill -9 suite with 100 kills (`make test` runs it with 10); KILLNINE_SEED=N
 ## repeats a run's random choices (see docs/benchmarks.md, "Kill -9 suite").

@@ -30,6 +30,18 @@ func Marshal(v any) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// invalidUTF8 is what encoding/json writes for a byte of invalid UTF-8 in a string: the escape
+// \ufffd, or U+FFFD itself when the toolchain's encoding/json is built on encoding/json/v2
+// (GOEXPERIMENT=jsonv2), which writes the character. Asked of encoding/json once, so that
+// AppendString writes what it writes under either.
+var invalidUTF8 = func() string {
+	b, err := json.Marshal("\xff")
+	if err != nil || len(b) < 2 {
+		return `\ufffd`
+	}
+	return string(b[1 : len(b)-1])
+}()
+
 // AppendString appends s quoted as encoding/json quotes a string: invalid UTF-8 as U+FFFD,
 // U+2028 and U+2029 as escapes, the short escapes (\n, \b, …) where JSON has them, other
 // control characters as \u00XX; with escapeHTML, also <, > and & as \u00XX (json.Marshal),
@@ -69,7 +81,7 @@ func AppendString(b []byte, s string, escapeHTML bool) []byte {
 		switch {
 		case r == utf8.RuneError && size == 1:
 			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
+			b = append(b, invalidUTF8...)
 		case r == '\u2028' || r == '\u2029':
 			b = append(b, s[start:i]...)
 			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
