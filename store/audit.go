@@ -975,7 +975,7 @@ func (a *auditLog) encode(r *Record) (encoded, error) {
 		return encoded{}, errors.New("encode audit record: the arguments field is missing")
 	}
 	at += len(argsField)
-	return encoded{head: body[:at], args: args, rest: body[at+len(argsMark):]}, nil
+	return encoded{head: body[:at:at], args: args, rest: body[at+len(argsMark):]}, nil
 }
 
 // seal puts the record of it on the chain after tail: it sets its Seq, Prev and Hash and
