@@ -71,8 +71,11 @@ ROUNDS     ?= 3
 N          ?= 2000
 CURVE      ?= 10,100,250,500
 TMPFS_DIR  ?= /dev/shm
+# UPSTREAM_REVISION: the MCP revision the gateway peers ask the echo server for; unset, the one
+# TBXark asks for (2025-11-25); "default" for the gateway's own default, the newest.
+UPSTREAM_REVISION ?=
 bench-peers:
-	$(GO) run ./e2e/benchpeers -bench-dir '$(BENCH_DIR)' -tbxark-dir '$(TBXARK_DIR)' -rounds $(ROUNDS) -n $(N) -curve '$(CURVE)' -tmpfs-dir '$(TMPFS_DIR)'
+	$(GO) run ./e2e/benchpeers -bench-dir '$(BENCH_DIR)' -tbxark-dir '$(TBXARK_DIR)' -rounds $(ROUNDS) -n $(N) -curve '$(CURVE)' -tmpfs-dir '$(TMPFS_DIR)' $(if $(UPSTREAM_REVISION),-upstream-revision '$(UPSTREAM_REVISION)')
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above are not formatted"; exit 1; }

@@ -19,6 +19,9 @@ type gatewayConfig struct {
 	// TokenEnv, when set, turns the profiler on behind the admin token read from that variable
 	// (adminTokenEnv; the critical-path run's trace).
 	TokenEnv string
+	// Revision is the MCP revision the gateway asks the echo server for (servers[].protocol_version);
+	// empty for the gateway's default, the newest it speaks.
+	Revision string
 }
 
 // adminTokenEnv is the variable the gateway of the critical-path run reads its admin token from.
@@ -39,6 +42,9 @@ servers:
   - name: echo
     command: {{q .Echo}}
     contract: passthrough
+{{- with .Revision}}
+    protocol_version: {{q .}}
+{{- end}}
 {{- if .Full}}
 policies:
   default: deny

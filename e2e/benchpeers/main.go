@@ -10,7 +10,10 @@
 // rounds. Beside calls/s and latency it reads the proxy process's CPU time and memory from /proc
 // and the cost of one fdatasync on the disk under the gateways' state, and runs the full gateway
 // a second time with its state on tmpfs (where the audit's sync costs nothing), so that the
-// share of durability in its figures is measured, not guessed. After the rounds it traces the
+// share of durability in its figures is measured, not guessed. The gateways ask the echo server
+// for the MCP revision TBXark asks for (tbxarkRevision), so that every proxy's pipe carries the
+// same protocol, and the full gateway runs once more on its default revision, the newest, to show
+// what that costs. After the rounds it traces the
 // gateways at c=1 (critical.go) and prints where a call's time goes inside them. It exits
 // non-zero only when something failed to run (a peer that did not start, errors in a run),
 // never for a target missed.
@@ -38,6 +41,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 type options struct {
@@ -49,7 +54,18 @@ type options struct {
 	settle              time.Duration
 	tmpfsDir            string // where the tmpfs peer keeps its state; empty for no such peer
 	criticalPath        bool   // trace a call's critical path in the gateway at c=1
+	// revision is the MCP revision the gateway peers ask the echo server for; empty for the
+	// gateway's default. When set, the gw-full-newest peer runs on the default beside them.
+	revision string
 }
+
+// tbxarkRevision is the MCP revision TBXark's mcp-proxy asks its servers for: the newest its
+// MCP library (mark3labs/mcp-go v0.44) speaks. The gateway peers ask the echo server for the same
+// by default, so that every proxy's upstream pipe carries the same protocol.
+const tbxarkRevision = "2025-11-25"
+
+// newestRevision is the gateway's default revision for its servers: the newest it speaks.
+var newestRevision = mcp.SupportedProtocolVersions()[0]
 
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
@@ -77,6 +93,7 @@ func main() {
 	flag.DurationVar(&o.settle, "settle", 2*time.Second, "wait after a peer is ready before its idle RSS is read")
 	flag.StringVar(&o.tmpfsDir, "tmpfs-dir", envOr("TMPFS_DIR", "/dev/shm"), "a folder on tmpfs for the state of the gateway-full peer whose audit sync costs nothing (the share of durability); skipped when it is not on tmpfs; empty for none; env TMPFS_DIR")
 	flag.BoolVar(&o.criticalPath, "critical-path", true, "after the rounds, trace gateway-minimal, gateway-full and its tmpfs twin for 2 s each at c=1 and print where a call's time goes in the gateway")
+	flag.StringVar(&o.revision, "upstream-revision", envOr("UPSTREAM_REVISION", tbxarkRevision), "the MCP revision the gateway peers ask the echo server for (servers[].protocol_version), by default the one TBXark asks for; \"default\" for the gateway's own default, the newest it speaks; env UPSTREAM_REVISION")
 	curve := flag.String("curve", envOr("CURVE", "10,100,250,500"), "session counts of the memory curve (peak RSS of a fresh process per count; the -sessions run adds its point); empty for none; env CURVE")
 	flag.Parse()
 	for _, f := range strings.FieldsFunc(*curve, func(r rune) bool { return r == ',' || r == ' ' }) {
@@ -86,6 +103,9 @@ func main() {
 			os.Exit(2)
 		}
 		o.curve = append(o.curve, n)
+	}
+	if o.revision == "default" {
+		o.revision = ""
 	}
 	if o.nMB <= 0 {
 		o.nMB = max(o.n/40, 10)
@@ -200,7 +220,7 @@ func moduleRoot() (string, error) {
 // A peer is one way of reaching the echo tool.
 type peer struct {
 	key, name string
-	kind      string // direct-stdio, direct-http, tbxark, gw-min, gw-full, gw-full-tmpfs, gw-full-stdio
+	kind      string // direct-stdio, direct-http, tbxark, gw-min, gw-full, gw-full-tmpfs, gw-full-newest, gw-full-stdio
 	http      bool
 	tool      string
 	cmdline   string // stdio: the server command the bench client spawns
@@ -212,10 +232,12 @@ type peer struct {
 	url  string
 
 	rps, p50, cpu map[int][]float64 // by c, one per round (p50 and cpu in µs)
-	mbP50         []float64         // 1 MB run, p50 µs, one per round
-	idleKB        int64
-	peakKB        int64
-	curveKB       map[int]int64 // peak RSS by sessions (the memory curve)
+	// upCPU is the echo server's CPU per call behind a proxy (µs, by c, one per round).
+	upCPU   map[int][]float64
+	mbP50   []float64 // 1 MB run, p50 µs, one per round
+	idleKB  int64
+	peakKB  int64
+	curveKB map[int]int64 // peak RSS by sessions (the memory curve)
 }
 
 type env struct {
@@ -249,7 +271,7 @@ func benchPeers(o options, tmp string) error {
 	e.tmpfsState = tmpfsFolder(o.tmpfsDir)
 	start := time.Now()
 
-	gwStdioCfg, err := e.gatewayConfig("gw-full-stdio", "127.0.0.1:0", true, "", false)
+	gwStdioCfg, err := e.gatewayConfig("gw-full-stdio", "127.0.0.1:0", true, "", false, o.revision)
 	if err != nil {
 		return err
 	}
@@ -267,12 +289,15 @@ func benchPeers(o options, tmp string) error {
 	if e.tmpfsState != "" {
 		peers = append(peers, &peer{key: "gw-full-tmpfs", name: "gateway-full, HTTP, state on tmpfs", kind: "gw-full-tmpfs", http: true, tool: "echo__echo"})
 	}
+	if o.revision != "" {
+		peers = append(peers, &peer{key: "gw-full-newest", name: "gateway-full, HTTP, upstream on the gateway's default revision", kind: "gw-full-newest", http: true, tool: "echo__echo"})
+	}
 	peers = append(peers,
 		&peer{key: "gw-full-stdio", name: "gateway-full, stdio", kind: "gw-full-stdio", tool: "echo__echo",
 			cmdline: b.gateway + " serve --stdio -c " + gwStdioCfg, cpuExe: "mcp-gateway"},
 	)
 	for _, p := range peers {
-		p.rps, p.p50, p.cpu = map[int][]float64{}, map[int][]float64{}, map[int][]float64{}
+		p.rps, p.p50, p.cpu, p.upCPU = map[int][]float64{}, map[int][]float64{}, map[int][]float64{}, map[int][]float64{}
 	}
 
 	fsync1, err := fsyncCost(filepath.Join(tmp, "state"), 100, 0)
@@ -287,7 +312,7 @@ func benchPeers(o options, tmp string) error {
 
 	// Idle and peak RSS: a fresh process per peer, so that VmHWM is of the 1000-session run.
 	for _, p := range peers {
-		if !p.http || p.kind == "gw-full-tmpfs" {
+		if !p.http || p.kind == "gw-full-tmpfs" || p.kind == "gw-full-newest" {
 			continue // its memory is gw-full's
 		}
 		if err := e.launch(p); err != nil {
@@ -368,6 +393,9 @@ func benchPeers(o options, tmp string) error {
 				if r.cpuOK {
 					p.cpu[c] = append(p.cpu[c], r.cpuPerCall)
 				}
+				if r.upCPUOK {
+					p.upCPU[c] = append(p.upCPU[c], r.upCPUPerCall)
+				}
 				logf("round %d c=%-2d %-14s %6.0f calls/s  p50 %6.0f µs  cpu/call %s", round+1, c, p.key, r.rps, r.p50, cpuText(r))
 			}
 		}
@@ -432,7 +460,7 @@ func (e *env) port() (string, error) {
 
 // gatewayConfig writes a gateway configuration with a fresh state dir (in stateRoot, or the
 // temporary folder's state/ when empty) and returns its path.
-func (e *env) gatewayConfig(name, listen string, full bool, stateRoot string, pprof bool) (string, error) {
+func (e *env) gatewayConfig(name, listen string, full bool, stateRoot string, pprof bool, revision string) (string, error) {
 	e.seq++
 	id := fmt.Sprintf("%s-%d", name, e.seq)
 	path := filepath.Join(e.tmp, "cfg", id+".yaml")
@@ -441,7 +469,7 @@ func (e *env) gatewayConfig(name, listen string, full bool, stateRoot string, pp
 	}
 	c := gatewayConfig{
 		Name: id, Listen: listen, StateDir: filepath.Join(stateRoot, id), Echo: e.b.echo,
-		MaxSessions: 2 * e.o.sessions, MaxConnections: 2 * e.o.sessions, Full: full,
+		MaxSessions: 2 * e.o.sessions, MaxConnections: 2 * e.o.sessions, Full: full, Revision: revision,
 	}
 	if pprof {
 		c.TokenEnv = adminTokenEnv
@@ -471,12 +499,16 @@ func (e *env) launch(p *peer) error {
 		}
 		cmd = exec.Command(e.b.tbxark, "-config", cfg)
 		p.url = "http://" + addr + "/echo/mcp"
-	case "gw-min", "gw-full", "gw-full-tmpfs":
+	case "gw-min", "gw-full", "gw-full-tmpfs", "gw-full-newest":
 		root := ""
 		if p.kind == "gw-full-tmpfs" {
 			root = e.tmpfsState
 		}
-		cfg, err := e.gatewayConfig(p.kind, addr, p.kind != "gw-min", root, p.pprof)
+		revision := e.o.revision
+		if p.kind == "gw-full-newest" {
+			revision = ""
+		}
+		cfg, err := e.gatewayConfig(p.kind, addr, p.kind != "gw-min", root, p.pprof, revision)
 		if err != nil {
 			return err
 		}
@@ -556,6 +588,9 @@ type benchResult struct {
 	rps, p50   float64 // of the last run; p50 in µs
 	cpuPerCall float64 // µs of the proxy process per call in the last run
 	cpuOK      bool
+	// upCPUPerCall is the echo server's, behind a proxy.
+	upCPUPerCall float64
+	upCPUOK      bool
 }
 
 var runLine = regexp.MustCompile(`run (\d+): c=\d+ sessions=\d+ n=(\d+) err=(\d+)\s+(\d+) calls/s\s+p50=(\d+)µs`)
@@ -593,6 +628,9 @@ func (e *env) bench(p *peer, a benchArgs) (benchResult, error) {
 		t0OK      bool
 		cpuPid    int
 		lastCalls int
+		upPid     int
+		up0       int64
+		up0OK     bool
 	)
 	if p.http && p.proc != nil {
 		cpuPid = p.proc.Process.Pid
@@ -616,12 +654,22 @@ func (e *env) bench(p *peer, a benchArgs) (benchResult, error) {
 		if cpuPid != 0 {
 			ticks, tickErr = cpuTicks(cpuPid)
 		}
+		// Behind a proxy, the echo server is the proxy's child.
+		if upPid == 0 && cpuPid != 0 && !strings.HasPrefix(p.kind, "direct") {
+			upPid = descendant(cpuPid, "echo-server")
+		}
+		var upTicks int64
+		var upErr error = errors.New("no process")
+		if upPid != 0 {
+			upTicks, upErr = cpuTicks(upPid)
+		}
 		calls, _ := strconv.Atoi(m[2])
 		nerr, _ := strconv.Atoi(m[3])
 		errs += nerr
 		switch seen {
 		case a.runs - 1:
 			t0, t0OK = ticks, tickErr == nil
+			up0, up0OK = upTicks, upErr == nil
 		case a.runs:
 			res.rps, _ = strconv.ParseFloat(m[4], 64)
 			res.p50, _ = strconv.ParseFloat(m[5], 64)
@@ -629,6 +677,10 @@ func (e *env) bench(p *peer, a benchArgs) (benchResult, error) {
 			if t0OK && tickErr == nil && a.runs >= 2 && calls > 0 {
 				res.cpuPerCall = float64(ticks-t0) / float64(e.hz) * 1e6 / float64(calls)
 				res.cpuOK = true
+			}
+			if up0OK && upErr == nil && a.runs >= 2 && calls > 0 {
+				res.upCPUPerCall = float64(upTicks-up0) / float64(e.hz) * 1e6 / float64(calls)
+				res.upCPUOK = true
 			}
 		}
 	}
@@ -736,5 +788,9 @@ func cpuText(r benchResult) string {
 	if !r.cpuOK {
 		return "–"
 	}
-	return fmt.Sprintf("%.0f µs", r.cpuPerCall)
+	t := fmt.Sprintf("%.0f µs", r.cpuPerCall)
+	if r.upCPUOK {
+		t += fmt.Sprintf(" (echo server %.0f µs)", r.upCPUPerCall)
+	}
+	return t
 }

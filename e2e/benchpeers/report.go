@@ -21,8 +21,8 @@ func report(w io.Writer, e *env, peers []*peer, syncs syncCosts, paths []namedPa
 	fs, spaced := median(syncs.loop), median(syncs.spaced)
 	fmt.Fprintf(w, "\n%d interleaved rounds, %d calls per run (%d per 1 MB run), %d-session run for peak RSS; took %s.\n\n",
 		o.rounds, o.n, o.nMB, o.sessions, took.Round(time.Second))
-	fmt.Fprintf(w, "| peer | calls/s c=1 | calls/s c=8 | calls/s c=32 | p50 c=1 | CPU/call c=8 | idle RSS | peak RSS %d sessions | 1 MB p50 |\n", o.sessions)
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintf(w, "| peer | calls/s c=1 | calls/s c=8 | calls/s c=32 | p50 c=1 | CPU/call c=8 | echo server's CPU/call c=8 | idle RSS | peak RSS %d sessions | 1 MB p50 |\n", o.sessions)
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, p := range peers {
 		cpu := "–"
 		if v := p.cpu[8]; len(v) > 0 {
@@ -38,18 +38,22 @@ func report(w io.Writer, e *env, peers []*peer, syncs syncCosts, paths []namedPa
 		if p.peakKB > 0 {
 			peak = fmt.Sprintf("%.1f MB", mb(p.peakKB))
 		}
+		up := "–"
+		if v := p.upCPU[8]; len(v) > 0 {
+			up = fmt.Sprintf("%.0f µs", median(v))
+		}
 		mbp := "–"
 		if len(p.mbP50) > 0 {
 			mbp = fmt.Sprintf("%.1f ms", median(p.mbP50)/1e3)
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f | %.0f µs | %s | %s | %s | %s |\n", p.name,
-			median(p.rps[1]), median(p.rps[8]), median(p.rps[32]), median(p.p50[1]), cpu, idle, peak, mbp)
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f | %.0f µs | %s | %s | %s | %s | %s |\n", p.name,
+			median(p.rps[1]), median(p.rps[8]), median(p.rps[32]), median(p.p50[1]), cpu, up, idle, peak, mbp)
 	}
 	fmt.Fprintf(w, "\nfdatasync of a 4 KB write on the disk under the gateways' state: median %.0f µs back to back, %.0f µs 1 ms apart (%d samples each, before and after the rounds).\n", fs, spaced, len(syncs.loop))
 	memoryCurve(w, peers)
 
 	fmt.Fprintln(w, "\nRatios (of the medians above):")
-	full, fullStdio, tbx, tmpfs := byKind["gw-full"], byKind["gw-full-stdio"], byKind["tbxark"], byKind["gw-full-tmpfs"]
+	full, fullStdio, tbx, tmpfs, newest := byKind["gw-full"], byKind["gw-full-stdio"], byKind["tbxark"], byKind["gw-full-tmpfs"], byKind["gw-full-newest"]
 	line := func(what string, v float64, target string, met bool, extra string) {
 		m := "not met"
 		if met {
@@ -112,6 +116,19 @@ func report(w io.Writer, e *env, peers []*peer, syncs syncCosts, paths []namedPa
 		}
 		fmt.Fprintf(w, "  - p50 at c=1: %.2f of 1.1 × TBXark (%.0f µs; on disk %.0f µs)\n", median(tmpfs.p50[1])/(1.1*median(tbx.p50[1])), median(tmpfs.p50[1]), median(full.p50[1]))
 	}
+	if newest != nil && tbx != nil {
+		fmt.Fprintf(w, "- gateway-full with the echo server on the gateway's default revision (MCP %s, the newest; every call then carries the client's capabilities, the protocol version and the client's name in _meta, and every result the server's name and resultType) / TBXark (MCP %s):\n", newestRevision, o.revision)
+		for _, c := range []int{8, 32} {
+			fmt.Fprintf(w, "  - calls/s at c=%d: %.2f (on %s %.2f)\n", c, median(newest.rps[c])/median(tbx.rps[c]), o.revision, median(full.rps[c])/median(tbx.rps[c]))
+		}
+		if len(newest.cpu[8]) > 0 && len(tbx.cpu[8]) > 0 && len(full.cpu[8]) > 0 {
+			fmt.Fprintf(w, "  - CPU per call at c=8: %.2f (on %s %.2f)\n", median(newest.cpu[8])/median(tbx.cpu[8]), o.revision, median(full.cpu[8])/median(tbx.cpu[8]))
+		}
+		if len(newest.upCPU[8]) > 0 && len(full.upCPU[8]) > 0 && len(tbx.upCPU[8]) > 0 {
+			fmt.Fprintf(w, "  - the echo server's CPU per call at c=8: %.0f µs on the newest revision, %.0f µs on %s behind the gateway, %.0f µs behind TBXark\n", median(newest.upCPU[8]), median(full.upCPU[8]), o.revision, median(tbx.upCPU[8]))
+		}
+		fmt.Fprintf(w, "  - p50 at c=1: %.0f µs (on %s %.0f µs)\n", median(newest.p50[1]), o.revision, median(full.p50[1]))
+	}
 	if tbx == nil {
 		noTBX(fmt.Sprintf("peak RSS at %d sessions, gateway-full / TBXark", o.sessions))
 	} else {
@@ -147,6 +164,12 @@ func report(w io.Writer, e *env, peers []*peer, syncs syncCosts, paths []namedPa
 	}
 	fmt.Fprintf(w, "- CPU per call: utime+stime of the proxy process from /proc/PID/stat (%s) over the second run, divided by its calls. For the gateway it is the gateway process alone, not its echo server child; for the direct rows it is the echo server's own.\n", hz)
 	fmt.Fprintf(w, "- Idle RSS: VmRSS of a fresh process %s after it was ready, before any MCP request. Peak RSS: VmHWM of that same process after %d sessions (one worker each) made %d calls, 0 errors.\n", o.settle, o.sessions, 5*o.sessions)
+	if o.revision != "" {
+		fmt.Fprintf(w, "- Upstream revision: every gateway peer but the last HTTP one asks the echo server for MCP %s (servers[].protocol_version), the revision TBXark's mcp-proxy asks for, so that each proxy's pipe to the echo server carries the same protocol; \"gateway-full, HTTP, upstream on the gateway's default revision\" is gateway-full on the gateway's default (the newest, %s). UPSTREAM_REVISION=default runs them all on the default.\n", o.revision, newestRevision)
+	} else {
+		fmt.Fprintf(w, "- Upstream revision: every gateway peer runs on the gateway's default (the newest, %s); TBXark asks the echo server for %s.\n", newestRevision, tbxarkRevision)
+	}
+	fmt.Fprintln(w, "- Echo server's CPU per call: its utime+stime over the same run, for the peers in front of it (a proxy's child).")
 	if tmpfs != nil {
 		fmt.Fprintln(w, "- gateway-full, HTTP, state on tmpfs: the same binary and configuration as gateway-full with its state_dir on tmpfs (TMPFS_DIR), where the write-ahead file's sync returns at once; its memory is not measured (it is gateway-full's).")
 	}
