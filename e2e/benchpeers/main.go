@@ -18,7 +18,8 @@
 // non-zero only when something failed to run (a peer that did not start, errors in a run),
 // never for a target missed.
 //
-// Linux only (/proc). Not run in CI; `go vet` compiles it, and its trace analysis has a test.
+// Linux only (/proc). Not run in CI; `go vet` compiles it, its trace analysis has a test, and
+// so do the configurations it writes (configs_test.go: the gateway and TBXark take them).
 package main
 
 import (
@@ -36,6 +37,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -64,8 +66,9 @@ type options struct {
 // by default, so that every proxy's upstream pipe carries the same protocol.
 const tbxarkRevision = "2025-11-25"
 
-// newestRevision is the gateway's default revision for its servers: the newest it speaks.
-var newestRevision = mcp.SupportedProtocolVersions()[0]
+// newestRevision is the gateway's default revision for its servers: the newest it speaks
+// (revisions are dates, so the greatest string).
+var newestRevision = slices.Max(mcp.SupportedProtocolVersions())
 
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {

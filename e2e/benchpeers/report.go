@@ -117,7 +117,7 @@ func report(w io.Writer, e *env, peers []*peer, syncs syncCosts, paths []namedPa
 		fmt.Fprintf(w, "  - p50 at c=1: %.2f of 1.1 × TBXark (%.0f µs; on disk %.0f µs)\n", median(tmpfs.p50[1])/(1.1*median(tbx.p50[1])), median(tmpfs.p50[1]), median(full.p50[1]))
 	}
 	if newest != nil && tbx != nil {
-		fmt.Fprintf(w, "- gateway-full with the echo server on the gateway's default revision (MCP %s, the newest; every call then carries the client's capabilities, the protocol version and the client's name in _meta, and every result the server's name and resultType) / TBXark (MCP %s):\n", newestRevision, o.revision)
+		fmt.Fprintf(w, "- gateway-full with the echo server on the gateway's default revision (MCP %s, the newest; every call then carries the client's capabilities, the protocol version and the client's name in _meta, and every result the server's name and resultType) / TBXark (MCP %s):\n", newestRevision, tbxarkRevision)
 		for _, c := range []int{8, 32} {
 			fmt.Fprintf(w, "  - calls/s at c=%d: %.2f (on %s %.2f)\n", c, median(newest.rps[c])/median(tbx.rps[c]), o.revision, median(full.rps[c])/median(tbx.rps[c]))
 		}
@@ -165,7 +165,7 @@ func report(w io.Writer, e *env, peers []*peer, syncs syncCosts, paths []namedPa
 	fmt.Fprintf(w, "- CPU per call: utime+stime of the proxy process from /proc/PID/stat (%s) over the second run, divided by its calls. For the gateway it is the gateway process alone, not its echo server child; for the direct rows it is the echo server's own.\n", hz)
 	fmt.Fprintf(w, "- Idle RSS: VmRSS of a fresh process %s after it was ready, before any MCP request. Peak RSS: VmHWM of that same process after %d sessions (one worker each) made %d calls, 0 errors.\n", o.settle, o.sessions, 5*o.sessions)
 	if o.revision != "" {
-		fmt.Fprintf(w, "- Upstream revision: every gateway peer but the last HTTP one asks the echo server for MCP %s (servers[].protocol_version), the revision TBXark's mcp-proxy asks for, so that each proxy's pipe to the echo server carries the same protocol; \"gateway-full, HTTP, upstream on the gateway's default revision\" is gateway-full on the gateway's default (the newest, %s). UPSTREAM_REVISION=default runs them all on the default.\n", o.revision, newestRevision)
+		fmt.Fprintf(w, "- Upstream revision: every gateway peer but \"gateway-full, HTTP, upstream on the gateway's default revision\" asks the echo server for MCP %s (servers[].protocol_version; TBXark's mcp-proxy asks for %s, and the default %s is like for like with it); that one peer is gateway-full on the gateway's default (the newest, %s). UPSTREAM_REVISION=default runs them all on the default.\n", o.revision, tbxarkRevision, tbxarkRevision, newestRevision)
 	} else {
 		fmt.Fprintf(w, "- Upstream revision: every gateway peer runs on the gateway's default (the newest, %s); TBXark asks the echo server for %s.\n", newestRevision, tbxarkRevision)
 	}
