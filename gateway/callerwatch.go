@@ -24,11 +24,9 @@ import (
 type callerWatch struct {
 	seq      atomic.Uint64 // POST tokens
 	mu       sync.Mutex
-	posts    map[string]context.Context           // token → a POST's context
-	sessions map[string]map[*watchedCall]struct{} // session id → its calls in flight
+	posts    map[string]context.Context // token → a POST's context
+	sessions map[string]callList        // session id → its calls in flight
 }
-
-type watchedCall struct{ cancel context.CancelCauseFunc }
 
 // The causes callerWatch cancels calls with.
 var (
@@ -91,29 +89,31 @@ func (w *callerWatch) enter(ctx context.Context, req *mcp.CallToolRequest) (cont
 // known) and to session id ("": none), as enter does.
 func (w *callerWatch) join(ctx context.Context, post context.Context, id string) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	call := &watchedCall{cancel: cancel}
 	unhook := func() bool { return false }
 	if post != nil {
 		unhook = context.AfterFunc(post, func() { cancel(errStreamClosed) })
 	}
+	var call *listedCall
 	if id != "" {
 		w.mu.Lock()
 		if w.sessions == nil {
-			w.sessions = map[string]map[*watchedCall]struct{}{}
+			w.sessions = map[string]callList{}
 		}
-		if w.sessions[id] == nil {
-			w.sessions[id] = map[*watchedCall]struct{}{}
-		}
-		w.sessions[id][call] = struct{}{}
+		calls := w.sessions[id]
+		call = calls.push(cancel)
+		w.sessions[id] = calls
 		w.mu.Unlock()
 	}
 	return ctx, func() {
 		unhook()
 		if id != "" {
 			w.mu.Lock()
-			delete(w.sessions[id], call)
-			if len(w.sessions[id]) == 0 {
+			calls := w.sessions[id]
+			calls.remove(call)
+			if calls.head == nil {
 				delete(w.sessions, id)
+			} else {
+				w.sessions[id] = calls
 			}
 			w.mu.Unlock()
 		}
@@ -125,7 +125,6 @@ func (w *callerWatch) join(ctx context.Context, post context.Context, id string)
 func (w *callerWatch) endSession(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for call := range w.sessions[id] {
-		call.cancel(errSessionDeleted)
-	}
+	calls := w.sessions[id]
+	calls.cancelAll(errSessionDeleted)
 }

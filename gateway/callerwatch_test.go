@@ -104,3 +104,42 @@ func TestCallerWatchCancelsTheCallsOfAClientThatLeft(t *testing.T) {
 		}
 	})
 }
+
+// TestCallerWatchEndsEveryCallOfTheSessionAndNoOther joins calls of two sessions, finishes
+// some of them (the newest, the oldest and one between of each), and ends one session: each of
+// its calls still in flight, and none of the other session's or of those finished, is
+// cancelled with errSessionDeleted.
+func TestCallerWatchEndsEveryCallOfTheSessionAndNoOther(t *testing.T) {
+	var w callerWatch
+	type call struct {
+		ctx     context.Context
+		left    func()
+		session string
+		done    bool
+	}
+	var calls []*call
+	for i := range 20 {
+		session := []string{"a", "b"}[i%2]
+		ctx, left := w.join(context.Background(), nil, session)
+		calls = append(calls, &call{ctx: ctx, left: left, session: session})
+	}
+	for _, i := range []int{0, 1, 18, 19, 8, 9} {
+		calls[i].left()
+		calls[i].done = true
+	}
+	w.endSession("a")
+	for i, c := range calls {
+		deleted := errors.Is(context.Cause(c.ctx), errSessionDeleted)
+		if want := c.session == "a" && !c.done; deleted != want {
+			t.Errorf("call %d of session %s (finished %v): cancelled for its session's end %v, want %v", i, c.session, c.done, deleted, want)
+		}
+	}
+	for _, c := range calls {
+		if !c.done {
+			c.left()
+		}
+	}
+	if len(w.sessions) != 0 {
+		t.Errorf("%d sessions still listed once every call left", len(w.sessions))
+	}
+}

@@ -16,7 +16,7 @@ var ErrShuttingDown = errors.New("the gateway is shutting down")
 
 // shutdown tracks the calls in flight so that a stopping gateway can refuse new ones, let the
 // running ones finish and cancel what is left. Its zero value is ready; until a shutdown it
-// costs a call one mutex round trip and one context.
+// costs a call one context and its place in a list, both under one mutex round trip each way.
 type shutdown struct {
 	mu       sync.Mutex
 	draining bool
@@ -25,34 +25,30 @@ type shutdown struct {
 
 	refusal governor.Handler // set by begin: audits and refuses the calls that arrive while draining
 
-	once   sync.Once
-	ctx    context.Context // every call's context is cancelled when this one is
-	cancel context.CancelCauseFunc
-}
-
-func (s *shutdown) init() {
-	s.once.Do(func() { s.ctx, s.cancel = context.WithCancelCause(context.Background()) })
+	// calls are the admitted calls not yet finished, newest first; cause is set once they
+	// were cancelled (cancel), which happens only while draining, when none is admitted.
+	calls callList
+	cause error
 }
 
 // enter admits a call unless the gateway is draining. An admitted call runs with a context that
 // also ends when the gateway cancels the calls left at the end of the grace; finish must be
 // called when it returns.
 func (s *shutdown) enter(ctx context.Context) (callCtx context.Context, finish func(), admitted bool) {
-	s.init()
+	callCtx, cancel := context.WithCancelCause(ctx)
 	s.mu.Lock()
 	if s.draining {
 		s.mu.Unlock()
+		cancel(nil)
 		return ctx, nil, false
 	}
+	call := s.calls.push(cancel)
 	s.running++
 	s.mu.Unlock()
-
-	callCtx, cancel := context.WithCancelCause(ctx)
-	unhook := context.AfterFunc(s.ctx, func() { cancel(context.Cause(s.ctx)) })
 	return callCtx, func() {
-		unhook()
 		cancel(nil)
 		s.mu.Lock()
+		s.calls.remove(call)
 		s.running--
 		if s.draining && s.running == 0 {
 			close(s.idle)
@@ -61,10 +57,20 @@ func (s *shutdown) enter(ctx context.Context) (callCtx context.Context, finish f
 	}, true
 }
 
+// cancel cancels every call in flight with cause, once.
+func (s *shutdown) cancel(cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cause != nil {
+		return
+	}
+	s.cause = cause
+	s.calls.cancelAll(cause)
+}
+
 // begin starts draining and returns how many calls are in flight and a channel closed once
 // none is. Only the first call of begin builds the refusal; later ones just report.
 func (s *shutdown) begin(refusal func() governor.Handler) (running int, idle <-chan struct{}) {
-	s.init()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.draining {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -211,5 +212,75 @@ func TestEnterRacesBegin(t *testing.T) {
 		default:
 			t.Fatal("idle not closed once every admitted call finished")
 		}
+	}
+}
+
+// TestShutdownCancelsExactlyTheCallsInFlight admits calls, finishes some of them in an order
+// that unlinks the head, the tail and the middle of shutdown's list, and cancels: every call
+// still in flight, and none that finished, ends with ErrShuttingDown; the drain then sees the
+// last of them finish.
+func TestShutdownCancelsExactlyTheCallsInFlight(t *testing.T) {
+	var s shutdown
+	const n = 64
+	ctxs := make([]context.Context, n)
+	finishes := make([]func(), n)
+	for i := range n {
+		ctx, finish, ok := s.enter(context.Background())
+		if !ok {
+			t.Fatalf("call %d not admitted", i)
+		}
+		ctxs[i], finishes[i] = ctx, finish
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	done := map[int]bool{0: true, n - 1: true, n / 2: true}
+	for len(done) < n/2 {
+		done[r.IntN(n)] = true
+	}
+	for i := range n {
+		if done[i] {
+			finishes[i]()
+		}
+	}
+	if got := s.inFlight(); got != n-len(done) {
+		t.Fatalf("%d calls in flight, want %d", got, n-len(done))
+	}
+	listed := 0
+	for c, prev := s.calls.head, (*listedCall)(nil); c != nil; prev, c = c, c.next {
+		if c.prev != prev {
+			t.Fatalf("call %d of the list does not point back at the one before it", listed)
+		}
+		listed++
+	}
+	if listed != n-len(done) {
+		t.Fatalf("the list holds %d calls, %d are in flight", listed, n-len(done))
+	}
+	_, idle := s.begin(func() governor.Handler { return nil })
+	if _, _, ok := s.enter(context.Background()); ok {
+		t.Fatal("a call was admitted while draining")
+	}
+	s.cancel(ErrShuttingDown)
+	for i, ctx := range ctxs {
+		cause := context.Cause(ctx)
+		switch {
+		case done[i] && errors.Is(cause, ErrShuttingDown):
+			t.Errorf("call %d finished before the cancel, and its context says %v", i, cause)
+		case !done[i] && !errors.Is(cause, ErrShuttingDown):
+			t.Errorf("call %d was in flight at the cancel, and its context says %v", i, cause)
+		}
+	}
+	select {
+	case <-idle:
+		t.Fatal("idle before the calls in flight finished")
+	default:
+	}
+	for i := range n {
+		if !done[i] {
+			finishes[i]()
+		}
+	}
+	select {
+	case <-idle:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("not idle once every call finished (%d in flight)", s.inFlight())
 	}
 }
