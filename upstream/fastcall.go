@@ -377,6 +377,6 @@ func encodeCallParams(s *session, params *mcp.CallToolParams) (body []byte, ok b
 			p.Meta = m
 		}
 	}
-	body, err = wirejson.Marshal(&p)
+	body, err = appendCallParams(nil, &p)
 	return body, true, err
 }

@@ -69,7 +69,7 @@ func OriginOf(ctx context.Context) *Origin {
 // 2026-07-28 upstream asks only for what the client behind the gateway can do. Without a
 // downstream client (the built-in agent) that is nothing.
 func (o *Origin) meta() mcp.Meta {
-	var caps any = &mcp.ClientCapabilities{}
+	var caps any = noCapabilities
 	if o != nil && o.Capabilities != nil {
 		caps = o.Capabilities
 	}
@@ -79,6 +79,11 @@ func (o *Origin) meta() mcp.Meta {
 	}
 	return m
 }
+
+// noCapabilities are the capabilities sent for a client that declared none, or none the
+// gateway knows: one value for every such call, so that its encoding is kept (cachedJSON).
+// Nothing may change it.
+var noCapabilities = &mcp.ClientCapabilities{}
 
 // capabilities decodes the client's capabilities; nil if unknown or not decodable.
 func (o *Origin) capabilities() *mcp.ClientCapabilities {

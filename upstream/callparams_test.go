@@ -1,0 +1,93 @@
+package upstream
+
+//lint:file-ignore SA1019 the params tested carry a log level and the capabilities of a client that samples, deprecated from MCP 2026-07-28 on but still part of the protocol.
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-gateway/mcp-gateway/internal/wirejson"
+)
+
+// TestAppendCallParamsIsMarshal: the params of a call encode to wirejson.Marshal's bytes, or
+// fail with its error, whatever they hold, the cases it encodes itself and those it leaves to
+// wirejson.Marshal alike.
+func TestAppendCallParamsIsMarshal(t *testing.T) {
+	caps := &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}
+	impl := &mcp.Implementation{Name: "gw <&>", Version: "1"}
+	metas := []mcp.Meta{
+		nil,
+		{},
+		{mcp.MetaKeyClientCapabilities: noCapabilities},
+		{mcp.MetaKeyClientCapabilities: caps, MetaKeyLogLevel: mcp.LoggingLevel("debug"), "progressToken": "p-1"},
+		{mcp.MetaKeyClientCapabilities: json.RawMessage(" { \"x\" : \"<&>\u2028\" } "), mcp.MetaKeyClientInfo: impl, mcp.MetaKeyProtocolVersion: "2026-07-28"},
+		{"traceparent": "00-ab", "baggage": "k=\xff\u2029", "b": "2", "a": "1", "é": "x", "Z": ""},
+		{mcp.MetaKeyClientCapabilities: (*mcp.ClientCapabilities)(nil)},
+		{"n": 1, "f": 0.5, "m": map[string]any{"z": 1, "a": []any{true, nil}}},
+		{"raw": json.RawMessage(`{"a":`)},
+		{"raw": json.RawMessage(nil)},
+		{"ch": make(chan int)},
+	}
+	args := []any{
+		nil,
+		map[string]any{},
+		map[string]any{"b": 1, "a": "x"},
+		json.RawMessage(`{"message":"hi"}`),
+		json.RawMessage(" {\n\t\"a\" : [ 1 , 2 ] ,\r\n \"s\":\"a b\\n<&>\" } "),
+		json.RawMessage(`{"a":`),
+		json.RawMessage(`{"a":1}{}`),
+		json.RawMessage(nil),
+		json.RawMessage(`"x"`),
+		json.RawMessage("{\"a\":\"\xff\xfe\"}"),
+		json.RawMessage("{\"a\":\"\u2029 é 文\"}"),
+		[]int{1},
+	}
+	others := []mcp.CallToolParams{
+		{},
+		{RequestState: "state <&>"},
+		{InputResponses: mcp.InputResponseMap{"1": &mcp.ElicitResult{Action: "accept"}}},
+	}
+	n := 0
+	for _, meta := range metas {
+		for _, a := range args {
+			for _, o := range others {
+				p := o
+				p.Meta, p.Name, p.Arguments = meta, "tool \"<&>\" é", a
+				want, wantErr := wirejson.Marshal(&p)
+				got, err := appendCallParams([]byte("prefix"), &p)
+				name := fmt.Sprintf("meta %v, arguments %v, %+v", meta, a, o)
+				switch {
+				case (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error():
+					t.Errorf("%s: error %v, wirejson.Marshal's %v", name, err, wantErr)
+				case err == nil && string(got) != "prefix"+string(want):
+					t.Errorf("%s:\n got %s\nwant prefix%s", name, got, want)
+				}
+				n++
+			}
+		}
+	}
+	t.Logf("%d params", n)
+}
+
+func BenchmarkEncodeCallParams(b *testing.B) {
+	p := &mcp.CallToolParams{Name: "echo", Meta: (&Origin{}).meta(), Arguments: json.RawMessage(`{"message":"bench-000123 hello world, a typical message"}`)}
+	b.Run("wirejson.Marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := wirejson.Marshal(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("appendCallParams", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := appendCallParams(nil, p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
