@@ -11,6 +11,7 @@ type callList struct{ head *listedCall }
 type listedCall struct {
 	cancel     context.CancelCauseFunc
 	prev, next *listedCall
+	off        bool // removed
 }
 
 // push adds the call cancel cancels, and returns its element for remove.
@@ -23,8 +24,12 @@ func (l *callList) push(cancel context.CancelCauseFunc) *listedCall {
 	return c
 }
 
-// remove takes c, pushed on l, off it.
+// remove takes c, pushed on l, off it; once: a second remove of c leaves l as it is.
 func (l *callList) remove(c *listedCall) {
+	if c.off {
+		return
+	}
+	c.off = true
 	if c.prev != nil {
 		c.prev.next = c.next
 	} else {

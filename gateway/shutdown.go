@@ -26,7 +26,8 @@ type shutdown struct {
 	refusal governor.Handler // set by begin: audits and refuses the calls that arrive while draining
 
 	// calls are the admitted calls not yet finished, newest first; cause is set once they
-	// were cancelled (cancel), which happens only while draining, when none is admitted.
+	// were cancelled (cancel), after which none is admitted (Drain cancels only while
+	// draining, which refuses them already).
 	calls callList
 	cause error
 }
@@ -37,7 +38,7 @@ type shutdown struct {
 func (s *shutdown) enter(ctx context.Context) (callCtx context.Context, finish func(), admitted bool) {
 	callCtx, cancel := context.WithCancelCause(ctx)
 	s.mu.Lock()
-	if s.draining {
+	if s.draining || s.cause != nil {
 		s.mu.Unlock()
 		cancel(nil)
 		return ctx, nil, false

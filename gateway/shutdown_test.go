@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -282,5 +283,34 @@ func TestShutdownCancelsExactlyTheCallsInFlight(t *testing.T) {
 	case <-idle:
 	case <-time.After(5 * time.Second):
 		t.Fatalf("not idle once every call finished (%d in flight)", s.inFlight())
+	}
+}
+
+// TestCallListRemoveTwiceKeepsTheRest: an element removed a second time (a finish called
+// twice) leaves the other calls on the list, to be cancelled.
+func TestCallListRemoveTwiceKeepsTheRest(t *testing.T) {
+	var l callList
+	var cancelled []int
+	var elems []*listedCall
+	for i := range 3 {
+		elems = append(elems, l.push(func(error) { cancelled = append(cancelled, i) }))
+	}
+	for range 2 {
+		l.remove(elems[2]) // the head
+		l.remove(elems[1])
+	}
+	l.cancelAll(ErrShuttingDown)
+	if !slices.Equal(cancelled, []int{0}) {
+		t.Errorf("cancelled %v, want [0]", cancelled)
+	}
+}
+
+// TestShutdownAdmitsNothingAfterItsCancel: a call that comes after the calls in flight were
+// cancelled is refused, as it is while draining.
+func TestShutdownAdmitsNothingAfterItsCancel(t *testing.T) {
+	var s shutdown
+	s.cancel(ErrShuttingDown)
+	if _, _, ok := s.enter(context.Background()); ok {
+		t.Error("a call was admitted after the calls in flight were cancelled")
 	}
 }

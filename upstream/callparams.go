@@ -63,7 +63,7 @@ func appendCallParams(b []byte, p *mcp.CallToolParams) ([]byte, error) {
 			return marshalAppend(b[:start], p)
 		}
 	case map[string]any:
-		if len(a) > 0 {
+		if a == nil || len(a) > 0 {
 			return marshalAppend(b[:start], p)
 		}
 		b = append(b, `,"arguments":{}`...)
@@ -135,13 +135,19 @@ func marshalAppend(b []byte, p *mcp.CallToolParams) ([]byte, error) {
 // the downstream client declared at initialization (*mcp.ClientCapabilities) and, on MCP
 // 2026-07-28, the gateway's own implementation (*mcp.Implementation); nothing changes either
 // after. Held by pointer, which keeps each value alive while it is held, so that an address
-// is never another value's; emptied when it holds cachedJSONSize of them.
+// is never another value's. What it may hold on to after its sessions ended is bounded: at
+// most cachedJSONSize values (the default max_sessions), emptied when full, and only values
+// whose encoding takes at most cachedJSONMax bytes; a larger one is encoded for each call, as
+// before.
 var jsonCache struct {
 	sync.Mutex
 	m map[any][]byte
 }
 
-const cachedJSONSize = 1024
+const (
+	cachedJSONSize = 256
+	cachedJSONMax  = 512
+)
 
 // cachedJSON is wirejson.Marshal's encoding of v, a pointer, from the cache when v was encoded
 // before.
@@ -156,9 +162,12 @@ func cachedJSON(v any) ([]byte, bool) {
 	if err != nil {
 		return nil, false
 	}
+	if len(enc) > cachedJSONMax {
+		return enc, true
+	}
 	jsonCache.Lock()
 	if jsonCache.m == nil || len(jsonCache.m) >= cachedJSONSize {
-		jsonCache.m = make(map[any][]byte)
+		jsonCache.m = make(map[any][]byte, cachedJSONSize)
 	}
 	jsonCache.m[v] = enc
 	jsonCache.Unlock()

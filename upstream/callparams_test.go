@@ -5,6 +5,7 @@ package upstream
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -34,6 +35,7 @@ func TestAppendCallParamsIsMarshal(t *testing.T) {
 	args := []any{
 		nil,
 		map[string]any{},
+		map[string]any(nil),
 		map[string]any{"b": 1, "a": "x"},
 		json.RawMessage(`{"message":"hi"}`),
 		json.RawMessage(" {\n\t\"a\" : [ 1 , 2 ] ,\r\n \"s\":\"a b\\n<&>\" } "),
@@ -90,4 +92,33 @@ func BenchmarkEncodeCallParams(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestCachedJSONHoldsLittleOfEndedSessions: the encodings kept for the capabilities of
+// sessions are at most cachedJSONSize, each of at most cachedJSONMax bytes, however many
+// sessions come and go and however large the capabilities their clients declare; a value too
+// large to keep is still encoded right.
+func TestCachedJSONHoldsLittleOfEndedSessions(t *testing.T) {
+	large := strings.Repeat("x", 16<<10)
+	for i := range 3 * cachedJSONSize {
+		caps := &mcp.ClientCapabilities{Experimental: map[string]any{"k": fmt.Sprint(i)}}
+		if i%2 == 0 {
+			caps.Experimental["large"] = large
+		}
+		got, ok := cachedJSON(caps)
+		want, err := wirejson.Marshal(caps)
+		if !ok || err != nil || string(got) != string(want) {
+			t.Fatalf("session %d: %v %s, want %s (%v)", i, ok, got, want, err)
+		}
+	}
+	jsonCache.Lock()
+	defer jsonCache.Unlock()
+	if len(jsonCache.m) > cachedJSONSize {
+		t.Errorf("%d encodings held, at most %d", len(jsonCache.m), cachedJSONSize)
+	}
+	for v, enc := range jsonCache.m {
+		if len(enc) > cachedJSONMax {
+			t.Errorf("an encoding of %d bytes is held (%T)", len(enc), v)
+		}
+	}
 }
