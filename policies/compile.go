@@ -23,6 +23,7 @@ func Compile(rules []Rule, opts Options) (*Engine, error) {
 	c := compiler{opts: opts}
 	c.defaults()
 	e := &Engine{def: c.opts.Default, now: c.opts.Now}
+	e.noMatch = e.defaultReason(0)
 	// Without rules there is nothing to check or to evaluate, and the CEL environment is not
 	// built: a gateway without policies then never runs cel-go's set-up, about 0.5 MB of its
 	// idle resident memory (docs/benchmarks.md, "Idle RSS"). The adapter is only read when a

@@ -18,6 +18,8 @@ type Engine struct {
 	rules   []compiledRule
 	def     string
 	now     func() time.Time
+	// noMatch is defaultReason(0), the reason of most default decisions, made once.
+	noMatch string
 }
 
 type compiledRule struct {
@@ -157,6 +159,9 @@ func rank(m Match) int {
 }
 
 func (e *Engine) defaultReason(errors int) string {
+	if errors == 0 && e.noMatch != "" {
+		return e.noMatch
+	}
 	var b strings.Builder
 	b.WriteString("no rule matched")
 	if errors > 0 {
