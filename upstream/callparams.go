@@ -91,19 +91,21 @@ func appendMetaValue(b []byte, v any) ([]byte, bool) {
 		}
 		return appendCompact(b, v)
 	case *mcp.ClientCapabilities:
-		if v == nil {
-			return b, false
+		if v != nil {
+			return appendCached(b, v)
 		}
-		enc, ok := cachedJSON(v)
-		return append(b, enc...), ok
 	case *mcp.Implementation:
-		if v == nil {
-			return b, false
+		if v != nil {
+			return appendCached(b, v)
 		}
-		enc, ok := cachedJSON(v)
-		return append(b, enc...), ok
 	}
 	return b, false
+}
+
+// appendCached appends cachedJSON's encoding of v.
+func appendCached(b []byte, v any) ([]byte, bool) {
+	enc, ok := cachedJSON(v)
+	return append(b, enc...), ok
 }
 
 // appendCompact appends raw with its insignificant spaces removed, as encoding/json writes a

@@ -122,3 +122,30 @@ func TestCachedJSONHoldsLittleOfEndedSessions(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAppendCallParamsIsMarshal: whatever a call's name, request state, a _meta string and raw
+// arguments hold (invalid UTF-8, control characters, U+2028, broken or spaced JSON), the
+// encoder writes wirejson.Marshal's bytes or fails with its error. `make test` runs the seeds.
+func FuzzAppendCallParamsIsMarshal(f *testing.F) {
+	f.Add("echo", "", "p-1", []byte(`{"message":"hi"}`))
+	f.Add("tool \"<&>\" é", "state\u2028", "k=\xff", []byte(" {\n\t\"a\" : [ 1 , 2 ] } "))
+	f.Add("", "\x00\x1f", "\u2029", []byte(`{"a":`))
+	f.Add("n", "s", "", []byte("{\"a\":\"\u2028\"}"))
+	f.Add("n", "s", "v", []byte(`{"a":1}{}`))
+	f.Fuzz(func(t *testing.T, name, state, value string, args []byte) {
+		p := mcp.CallToolParams{
+			Meta:         mcp.Meta{mcp.MetaKeyClientCapabilities: noCapabilities, "progressToken": value, value: json.RawMessage(args)},
+			Name:         name,
+			Arguments:    json.RawMessage(args),
+			RequestState: state,
+		}
+		want, wantErr := wirejson.Marshal(&p)
+		got, err := appendCallParams(nil, &p)
+		switch {
+		case (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error():
+			t.Fatalf("error %v, wirejson.Marshal's %v", err, wantErr)
+		case err == nil && string(got) != string(want):
+			t.Fatalf("\n got %s\nwant %s", got, want)
+		}
+	})
+}
