@@ -2,23 +2,29 @@ package gateway
 
 import (
 	"bytes"
-	"encoding/json"
+	"math"
 	"reflect"
+	"slices"
+	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-gateway/mcp-gateway/internal/wirejson"
 )
 
 // appendPlainResult writes res as encoding/json writes it through the SDK's MarshalJSON
-// methods, for the result most tools return: text content only, with at most its _meta,
-// isError and resultType (which a server of MCP 2025-11-25 or later sets) besides. It reports
-// false, having written nothing, for any other result, which the caller encodes with
-// encoding/json. The SDK's MarshalJSON of the result and of each text block call json.Marshal,
-// so their strings are HTML-escaped even inside an encoder that does not escape;
-// appendMarshaledString writes them so, and _meta is encoded by json.Marshal itself.
-// TestPlainResultEncodesAsTheSDK holds the bytes to encoding/json's.
+// methods, for the result most tools return: text content only, with at most its _meta, its
+// structured content, isError and resultType (which a server of MCP 2025-11-25 or later sets)
+// besides, where _meta and structured content hold only what a JSON decoder makes (maps of
+// string keys, slices, strings, float64 numbers, booleans, nil). It reports false, having
+// written nothing, for any other result, which the caller encodes with encoding/json. The SDK's
+// MarshalJSON of the result and of each text block call json.Marshal, so their strings are
+// HTML-escaped even inside an encoder that does not escape, and so they are written here.
+// TestPlainResultEncodesAsTheSDK and FuzzPlainValueEncodesAsTheSDK hold the bytes to
+// encoding/json's.
 func appendPlainResult(b *bytes.Buffer, res *mcp.CallToolResult) bool {
 	rt := resultTypeOf(res)
-	if res.StructuredContent != nil || res.InputRequests != nil || res.RequestState != "" || rt == "?" {
+	if res.InputRequests != nil || res.RequestState != "" || rt == "?" {
 		return false
 	}
 	for _, c := range res.Content {
@@ -27,38 +33,141 @@ func appendPlainResult(b *bytes.Buffer, res *mcp.CallToolResult) bool {
 			return false
 		}
 	}
-	var meta []byte
+	out := b.AvailableBuffer()
+	out = append(out, '{')
 	if len(res.Meta) != 0 {
-		var err error
-		if meta, err = json.Marshal(res.Meta); err != nil {
+		var ok bool
+		out = append(out, `"_meta":`...)
+		if out, ok = appendPlainMap(out, res.Meta, 0); !ok {
+			return false
+		}
+		out = append(out, ',')
+	}
+	out = append(out, `"content":`...)
+	if res.Content == nil {
+		out = append(out, "null"...)
+	} else {
+		out = append(out, '[')
+	}
+	for i, c := range res.Content {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `{"type":"text","text":`...)
+		out = wirejson.AppendString(out, c.(*mcp.TextContent).Text, true)
+		out = append(out, '}')
+	}
+	if res.Content != nil {
+		out = append(out, ']')
+	}
+	if res.StructuredContent != nil {
+		var ok bool
+		out = append(out, `,"structuredContent":`...)
+		if out, ok = appendPlainValue(out, res.StructuredContent, 0); !ok {
 			return false
 		}
 	}
-	b.WriteByte('{')
-	if meta != nil {
-		b.WriteString(`"_meta":`)
-		b.Write(meta)
-		b.WriteByte(',')
-	}
-	b.WriteString(`"content":[`)
-	for i, c := range res.Content {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(`{"type":"text","text":`)
-		appendMarshaledString(b, c.(*mcp.TextContent).Text)
-		b.WriteByte('}')
-	}
-	b.WriteByte(']')
 	if res.IsError {
-		b.WriteString(`,"isError":true`)
+		out = append(out, `,"isError":true`...)
 	}
 	if rt != "" {
-		b.WriteString(`,"resultType":`)
-		appendMarshaledString(b, rt)
+		out = append(out, `,"resultType":`...)
+		out = wirejson.AppendString(out, rt, true)
 	}
-	b.WriteByte('}')
+	out = append(out, '}')
+	b.Write(out)
 	return true
+}
+
+// plainDepth bounds how deep appendPlainValue goes into maps and slices; a deeper value is
+// left to encoding/json.
+const plainDepth = 256
+
+// appendPlainValue appends v as json.Marshal encodes it, if v is made only of what a JSON
+// decoder makes into an any (map[string]any, []any, string, float64, bool, nil; also mcp.Meta)
+// and at most plainDepth deep; ok is false for anything else, and then b holds part of it.
+func appendPlainValue(b []byte, v any, depth int) (_ []byte, ok bool) {
+	switch v := v.(type) {
+	case nil:
+		return append(b, "null"...), true
+	case string:
+		return wirejson.AppendString(b, v, true), true
+	case float64:
+		return appendFloat(b, v)
+	case bool:
+		return strconv.AppendBool(b, v), true
+	case map[string]any:
+		return appendPlainMap(b, v, depth)
+	case mcp.Meta:
+		return appendPlainMap(b, v, depth)
+	case []any:
+		if v == nil {
+			return append(b, "null"...), true
+		}
+		if depth >= plainDepth {
+			return b, false
+		}
+		b = append(b, '[')
+		for i, e := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if b, ok = appendPlainValue(b, e, depth+1); !ok {
+				return b, false
+			}
+		}
+		return append(b, ']'), true
+	}
+	return b, false
+}
+
+// appendPlainMap is appendPlainValue of a map: its keys sorted, as encoding/json sorts them.
+func appendPlainMap(b []byte, m map[string]any, depth int) (_ []byte, ok bool) {
+	if m == nil {
+		return append(b, "null"...), true
+	}
+	if depth >= plainDepth {
+		return b, false
+	}
+	var small [8]string
+	keys := small[:0]
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = wirejson.AppendString(b, k, true)
+		b = append(b, ':')
+		if b, ok = appendPlainValue(b, m[k], depth+1); !ok {
+			return b, false
+		}
+	}
+	return append(b, '}'), true
+}
+
+// appendFloat appends f as encoding/json encodes a float64: the shortest decimal that reads
+// back as f, in exponent form below 1e-6 and from 1e21 on, with a one-digit negative exponent
+// unpadded; ok is false for NaN and the infinities, which it refuses.
+func appendFloat(b []byte, f float64) ([]byte, bool) {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return b, false
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b, true
 }
 
 // resultTypeField is the index of CallToolResult's unexported resultType, which its
@@ -80,19 +189,4 @@ func resultTypeOf(res *mcp.CallToolResult) string {
 		return "?"
 	}
 	return reflect.ValueOf(res).Elem().Field(resultTypeField).String()
-}
-
-// appendMarshaledString writes s as json.Marshal does: quoted, with <, > and & escaped. A
-// string of printable ASCII needing no escape is copied; any other is left to json.Marshal.
-func appendMarshaledString(b *bytes.Buffer, s string) {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			b.Write(q)
-			return
-		}
-	}
-	b.WriteByte('"')
-	b.WriteString(s)
-	b.WriteByte('"')
 }

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/mcp-gateway/mcp-gateway/internal/wirejson"
 )
@@ -83,16 +86,17 @@ func TestPlainResultEncodesAsTheSDK(t *testing.T) {
 	plainAsTheSDK(t, &mcp.CallToolResult{Meta: mcp.Meta{"k": "<v>", "n": map[string]any{"x": []any{1.5, "&"}}}, Content: []mcp.Content{&mcp.TextContent{Text: "a"}}}, true)
 	txt := func() []mcp.Content { return []mcp.Content{&mcp.TextContent{Text: "a"}} }
 	for name, res := range map[string]*mcp.CallToolResult{
-		"structured content": {Content: txt(), StructuredContent: map[string]any{"a": "<b>"}},
 		"request state":      {Content: txt(), RequestState: "st"},
 		"input requests":     {Content: txt(), InputRequests: mcp.InputRequestMap{"q": &mcp.ElicitParams{Message: "m"}}},
 		"text meta":          {Content: []mcp.Content{&mcp.TextContent{Text: "a", Meta: mcp.Meta{"m": 1}}}},
 		"annotations":        {Content: []mcp.Content{&mcp.TextContent{Text: "a", Annotations: &mcp.Annotations{Priority: 1}}}},
 		"image":              {Content: []mcp.Content{&mcp.TextContent{Text: "a"}, &mcp.ImageContent{MIMEType: "image/png", Data: []byte{1}}}},
 		"meta not encodable": {Meta: mcp.Meta{"f": func() {}}, Content: txt()},
+		"structured NaN":     {Content: txt(), StructuredContent: map[string]any{"a": math.NaN()}},
+		"structured +Inf":    {Content: txt(), StructuredContent: []any{math.Inf(1)}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if name == "meta not encodable" {
+			if strings.HasPrefix(name, "meta not encodable") || strings.HasPrefix(name, "structured ") {
 				if got := bytes.NewBufferString("x"); appendPlainResult(got, res) || got.String() != "x" {
 					t.Fatalf("a result whose _meta cannot be encoded: taken, %q written", got.String())
 				}
@@ -101,6 +105,89 @@ func TestPlainResultEncodesAsTheSDK(t *testing.T) {
 			plainAsTheSDK(t, res, false)
 		})
 	}
+}
+
+// TestPlainValueEncodesAsTheSDK: structured content and _meta made of what a JSON decoder makes
+// are encoded as encoding/json encodes them, floats of every magnitude, keys of every kind and
+// nesting included; a value of any other Go type leaves the result to encoding/json.
+func TestPlainValueEncodesAsTheSDK(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var value func(depth int) any
+	value = func(depth int) any {
+		switch n := r.IntN(9); {
+		case n == 0:
+			return nil
+		case n == 1:
+			return r.IntN(2) == 0
+		case n == 2:
+			return plainStrings[r.IntN(len(plainStrings))]
+		case n == 3:
+			return math.Float64frombits(r.Uint64()) // any float, NaN and infinities aside below
+		case n == 4:
+			return []float64{0, math.Copysign(0, -1), 1e-6, 9.99999e-7, 1e21, 1e20, 123456789, 0.1, -2.5e-300, 5e-324, math.MaxFloat64}[r.IntN(11)]
+		case n <= 6 && depth < 4:
+			m := map[string]any{}
+			for range r.IntN(12) {
+				m[plainStrings[r.IntN(len(plainStrings))]+strconv.Itoa(r.IntN(30))] = value(depth + 1)
+			}
+			return m
+		case depth < 4:
+			var l []any
+			if r.IntN(5) > 0 {
+				l = []any{}
+			}
+			for range r.IntN(5) {
+				l = append(l, value(depth+1))
+			}
+			return l
+		}
+		return "leaf"
+	}
+	for range 3000 {
+		sc, meta := value(0), value(1)
+		m, _ := meta.(map[string]any)
+		res := &mcp.CallToolResult{Meta: m, Content: []mcp.Content{&mcp.TextContent{Text: "t"}}, StructuredContent: sc}
+		if _, err := json.Marshal(res); err != nil {
+			continue // a NaN or an infinity somewhere: encoding/json refuses it, and so is it left
+		}
+		plainAsTheSDK(t, res, true)
+	}
+	for _, sc := range []any{map[string]any(nil), []any(nil), mcp.Meta{"k": 1.5}, map[string]any{"x": map[string]any{}}} {
+		plainAsTheSDK(t, &mcp.CallToolResult{Content: []mcp.Content{}, StructuredContent: sc}, true)
+	}
+	plainAsTheSDK(t, &mcp.CallToolResult{StructuredContent: "no content"}, true)
+	deep := any("bottom")
+	for range plainDepth + 1 {
+		deep = []any{deep}
+	}
+	for _, sc := range []any{1, int64(2), float32(1.5), []string{"a"}, map[string]string{"a": "b"}, json.RawMessage(`{"a":1}`), json.Number("1"),
+		map[string]any{"a": []int{1}}, []any{struct{}{}}, deep} {
+		plainAsTheSDK(t, &mcp.CallToolResult{Content: []mcp.Content{}, StructuredContent: sc}, false)
+	}
+}
+
+// FuzzPlainValueEncodesAsTheSDK: whatever JSON an upstream puts in structuredContent and _meta,
+// read as the gateway reads a result (the SDK's decoder) or as encoding/json reads it, is
+// encoded as encoding/json encodes it.
+func FuzzPlainValueEncodesAsTheSDK(f *testing.F) {
+	for _, s := range []string{`{"target":"shelf","speed":0.5}`, `[1,-0,1e21,1e-7,123456789012345678901234567890,0.000001]`,
+		`{"b":{"z":[],"a":{}},"a":"<&>\u2028\ud800"}`, `"x"`, `null`, `true`, `{"":"","\u0000":1}`, `{"a":1,"a":2}`} {
+		f.Add(s, `{"k":"v"}`)
+	}
+	f.Fuzz(func(t *testing.T, sc, meta string) {
+		for _, decode := range []func([]byte, any) error{
+			func(b []byte, v any) error { _, err := segjson.Parse(b, v, segjson.DontMatchCaseInsensitiveStructFields); return err },
+			json.Unmarshal,
+		} {
+			var v any
+			var m map[string]any
+			if decode([]byte(sc), &v) != nil || decode([]byte(meta), &m) != nil {
+				continue
+			}
+			res := &mcp.CallToolResult{Meta: m, Content: []mcp.Content{&mcp.TextContent{Text: sc}}, StructuredContent: v}
+			plainAsTheSDK(t, res, true)
+		}
+	})
 }
 
 // FuzzPlainResultEncodesAsTheSDK: any text, in one block or two, encodes as encoding/json
@@ -120,7 +207,7 @@ func FuzzPlainResultEncodesAsTheSDK(f *testing.F) {
 		if json.Unmarshal([]byte(`{"_meta":`+meta+`,"content":[{"type":"text","text":`+string(text)+`}],"isError":`+fmt.Sprint(isError)+`,"resultType":`+string(rt)+`}`), &read) != nil {
 			return // not a result the SDK reads
 		}
-		if read.StructuredContent != nil || read.InputRequests != nil || read.RequestState != "" {
+		if read.InputRequests != nil || read.RequestState != "" {
 			return
 		}
 		if _, err := json.Marshal(&read); err != nil {
@@ -130,27 +217,33 @@ func FuzzPlainResultEncodesAsTheSDK(f *testing.F) {
 	})
 }
 
-// BenchmarkResultEncoding: the echo tool's result, by appendPlainResult and by encoding/json.
+// BenchmarkResultEncoding: results by appendPlainResult and by encoding/json: the shared bench
+// echo server's (text, and the server's _meta), and this package's echo tool's (text that
+// needs escapes, and structured content).
 func BenchmarkResultEncoding(b *testing.B) {
-	res := new(mcp.CallToolResult)
-	// The echo server's answer, as the gateway reads it.
-	if err := json.Unmarshal([]byte(`{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"echo-server","version":"0.1.0"}},"content":[{"type":"text","text":"Echo: 0123456789abcdef"}],"resultType":"complete"}`), res); err != nil {
-		b.Fatal(err)
-	}
-	for _, bc := range []struct {
-		name string
-		enc  func(*bytes.Buffer)
-	}{
-		{"plain", func(buf *bytes.Buffer) { appendPlainResult(buf, res) }},
-		{"encoding-json", func(buf *bytes.Buffer) { _ = wirejson.Append(buf, res) }},
+	for _, wire := range []struct{ name, json string }{
+		{"text", `{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"echo-server","version":"0.1.0"}},"content":[{"type":"text","text":"Echo: 0123456789abcdef"}],"resultType":"complete"}`},
+		{"structured", `{"content":[{"type":"text","text":"{\"target\":\"shelf\",\"speed\":0.5}"}],"structuredContent":{"target":"shelf","speed":0.5}}`},
 	} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			var buf bytes.Buffer
-			for b.Loop() {
-				buf.Reset()
-				bc.enc(&buf)
-			}
-		})
+		res := new(mcp.CallToolResult)
+		if err := json.Unmarshal([]byte(wire.json), res); err != nil {
+			b.Fatal(err)
+		}
+		for _, bc := range []struct {
+			name string
+			enc  func(*bytes.Buffer)
+		}{
+			{"plain", func(buf *bytes.Buffer) { appendPlainResult(buf, res) }},
+			{"encoding-json", func(buf *bytes.Buffer) { _ = wirejson.Append(buf, res) }},
+		} {
+			b.Run(wire.name+"/"+bc.name, func(b *testing.B) {
+				b.ReportAllocs()
+				var buf bytes.Buffer
+				for b.Loop() {
+					buf.Reset()
+					bc.enc(&buf)
+				}
+			})
+		}
 	}
 }
