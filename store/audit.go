@@ -1005,8 +1005,8 @@ func seal(it *auditItem, tail chainTail) []byte {
 	}
 	out = append(out, hashField...)
 	sum := sha256.Sum256(append(out, `"}`...))
-	r.Hash = hex.EncodeToString(sum[:])
-	out = append(out, r.Hash...)
+	out = hex.AppendEncode(out, sum[:])
+	r.Hash = string(out[len(out)-hashHexLen:])
 	return append(out, `"}`...)
 }
 

@@ -56,7 +56,8 @@ func (s *Store) DigestArgs(args []byte) string {
 	}
 	m.Write(args)
 	var sum [sha256.Size]byte
-	out := hex.EncodeToString(m.Sum(sum[:0]))
+	var text [2 * sha256.Size]byte
+	hex.Encode(text[:], m.Sum(sum[:0]))
 	s.digests.Put(m)
-	return out
+	return string(text[:])
 }
