@@ -69,11 +69,12 @@ func (w *callerWatch) watch(next http.Handler) http.Handler {
 	})
 }
 
-// enter ties the context of a call to its caller's POST and session, when watch saw them
-// (a call over HTTP), and returns it, with the function to call when the call returns.
-func (w *callerWatch) enter(ctx context.Context, req *mcp.CallToolRequest) (context.Context, func()) {
+// enter ties a call to its caller's POST and session, when watch saw them (a call over HTTP):
+// cancel, which ends the call's context, is called with the cause when either ends first. It
+// returns the function to call when the call returns, after which cancel is not called.
+func (w *callerWatch) enter(req *mcp.CallToolRequest, cancel context.CancelCauseFunc) (left func()) {
 	if req.Extra == nil || req.Extra.Header == nil {
-		return ctx, func() {}
+		return func() {}
 	}
 	id := ""
 	if req.Session != nil {
@@ -82,13 +83,12 @@ func (w *callerWatch) enter(ctx context.Context, req *mcp.CallToolRequest) (cont
 	w.mu.Lock()
 	post := w.posts[req.Extra.Header.Get(postTokenHeader)]
 	w.mu.Unlock()
-	return w.join(ctx, post, id)
+	return w.join(cancel, post, id)
 }
 
-// join ties the context of a call to the context of the POST that carries it (nil: none
-// known) and to session id ("": none), as enter does.
-func (w *callerWatch) join(ctx context.Context, post context.Context, id string) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(ctx)
+// join ties a call whose context cancel ends to the context of the POST that carries it (nil:
+// none known) and to session id ("": none), as enter does.
+func (w *callerWatch) join(cancel context.CancelCauseFunc, post context.Context, id string) (left func()) {
 	unhook := func() bool { return false }
 	if post != nil {
 		unhook = context.AfterFunc(post, func() { cancel(errStreamClosed) })
@@ -104,7 +104,7 @@ func (w *callerWatch) join(ctx context.Context, post context.Context, id string)
 		w.sessions[id] = calls
 		w.mu.Unlock()
 	}
-	return ctx, func() {
+	return func() {
 		unhook()
 		if id != "" {
 			w.mu.Lock()
@@ -117,7 +117,6 @@ func (w *callerWatch) join(ctx context.Context, post context.Context, id string)
 			}
 			w.mu.Unlock()
 		}
-		cancel(nil)
 	}
 }
 

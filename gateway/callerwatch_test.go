@@ -20,8 +20,9 @@ func watchedServer(t *testing.T) (url string, started chan struct{}, causes chan
 	started, causes = make(chan struct{}, 1), make(chan error, 1)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "watched", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "hold"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		ctx, left := w.enter(ctx, req)
-		defer left()
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		defer w.enter(req, cancel)()
 		started <- struct{}{}
 		select {
 		case <-ctx.Done():
@@ -120,7 +121,9 @@ func TestCallerWatchEndsEveryCallOfTheSessionAndNoOther(t *testing.T) {
 	var calls []*call
 	for i := range 20 {
 		session := []string{"a", "b"}[i%2]
-		ctx, left := w.join(context.Background(), nil, session)
+		ctx, cancel := context.WithCancelCause(context.Background())
+		t.Cleanup(func() { cancel(nil) })
+		left := w.join(cancel, nil, session)
 		calls = append(calls, &call{ctx: ctx, left: left, session: session})
 	}
 	for _, i := range []int{0, 1, 18, 19, 8, 9} {

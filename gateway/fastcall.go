@@ -78,7 +78,7 @@ type fastSession struct {
 	asks    bool   // the client declared sampling or elicitation
 
 	mu    sync.Mutex
-	calls map[jsonrpc.ID]context.CancelFunc // requests served here in flight
+	calls map[jsonrpc.ID]context.CancelCauseFunc // requests served here in flight
 	sdk   map[jsonrpc.ID]int                // requests handed to the SDK not yet done
 }
 
@@ -168,8 +168,8 @@ func (f *fastPath) serve(w http.ResponseWriter, r *http.Request, m doorMessage) 
 	if !ok || s.asks || !f.plainSession(sid) || !f.g.handledHere(p.name) {
 		return s.toSDK(r, m.id)
 	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
+	defer cancel(nil)
 	s.mu.Lock()
 	if _, dup := s.calls[m.id]; dup {
 		s.mu.Unlock()
@@ -181,7 +181,7 @@ func (f *fastPath) serve(w http.ResponseWriter, r *http.Request, m doorMessage) 
 		return s.toSDK(r, m.id) // the SDK answers it: as a duplicate, or it has just ended
 	}
 	if s.calls == nil {
-		s.calls = map[jsonrpc.ID]context.CancelFunc{}
+		s.calls = map[jsonrpc.ID]context.CancelCauseFunc{}
 	}
 	s.calls[m.id] = cancel
 	s.mu.Unlock()
@@ -189,7 +189,7 @@ func (f *fastPath) serve(w http.ResponseWriter, r *http.Request, m doorMessage) 
 	if f.idle != nil && f.idle.begin(sid, false) {
 		defer f.idle.done(sid)
 	}
-	return f.g.serveCall(ctx, w, r, s, m.id, p)
+	return f.g.serveCall(ctx, cancel, w, r, s, m.id, p)
 }
 
 // A result that asks the client for input (an upstream of MCP 2026-07-28 may return one) is
@@ -342,7 +342,7 @@ func (s *fastSession) cancelled(params []byte) {
 	cancel := s.calls[id]
 	s.mu.Unlock()
 	if cancel != nil {
-		cancel()
+		cancel(nil) // context.Canceled, as the SDK's
 	}
 }
 
@@ -449,12 +449,12 @@ func (p *callParams) traceMeta() map[string]any {
 	return meta
 }
 
-// serveCall runs the call of request id with params p from session s, and writes its
-// progress and its answer on w as the SDK's streamable transport would. It reports false when
-// it handed the request over to the SDK instead (hand).
-func (g *Gateway) serveCall(ctx context.Context, w http.ResponseWriter, r *http.Request, s *fastSession, id jsonrpc.ID, p callParams) bool {
+// serveCall runs the call of request id with params p from session s, in its context ctx that
+// cancel ends, and writes its progress and its answer on w as the SDK's streamable transport
+// would. It reports false when it handed the request over to the SDK instead (hand).
+func (g *Gateway) serveCall(ctx context.Context, cancel context.CancelCauseFunc, w http.ResponseWriter, r *http.Request, s *fastSession, id jsonrpc.ID, p callParams) bool {
 	sid := s.ss.ID()
-	ctx, left := g.callers.join(ctx, r.Context(), sid)
+	left := g.callers.join(cancel, r.Context(), sid)
 	principal, roles := callerOfToken(auth.TokenInfoFromContext(r.Context()))
 	c := newCall(p.name, p.args, principal, roles)
 	c.Session, c.Transport = sid, transportHTTP
@@ -464,18 +464,18 @@ func (g *Gateway) serveCall(ctx context.Context, w http.ResponseWriter, r *http.
 	}
 	st := &sseStream{w: w, chunked: r.ProtoMajor == 1 && r.ProtoMinor >= 1}
 	hdr := w.Header()
-	hdr.Set("Cache-Control", "no-cache, no-transform")
-	hdr.Set("Content-Type", "text/event-stream")
-	hdr.Set("Connection", "keep-alive")
+	hdr["Cache-Control"] = streamHeader.cacheControl
+	hdr["Content-Type"] = streamHeader.contentType
+	hdr["Connection"] = streamHeader.connection
 	if st.chunked {
 		// The framing the SDK's flushed stream gets, asked for, so that the answer can go
 		// unflushed (sseStream.answer) without net/http framing it by a Content-Length.
-		hdr.Set("Transfer-Encoding", "chunked")
+		hdr["Transfer-Encoding"] = streamHeader.transferEncoding
 	}
 	if token := p.token; token != nil {
 		c.Progress = func(n *mcp.ProgressNotificationParams) { st.notify(progressOf(token, n)) }
 	}
-	res, err := g.runCall(ctx, s.ss, c, g.originFor(ctx, s.ss, nil))
+	res, err := g.runCall(ctx, cancel, s.ss, c, g.originFor(ctx, s.ss, nil))
 	left()
 	s.mu.Lock()
 	delete(s.calls, id)
@@ -490,6 +490,17 @@ func (g *Gateway) serveCall(ctx context.Context, w http.ResponseWriter, r *http.
 	}
 	st.answer(id, res, err)
 	return true
+}
+
+// streamHeader holds the header values of a call's event stream, set as they are (what
+// Header.Set would make, without making them on every call). Each has a length equal to its
+// capacity, so that an Add to one of them makes a new slice instead of writing into this one;
+// net/http only reads them.
+var streamHeader = struct{ cacheControl, contentType, connection, transferEncoding []string }{
+	cacheControl:     []string{"no-cache, no-transform"}[:1:1],
+	contentType:      []string{"text/event-stream"}[:1:1],
+	connection:       []string{"keep-alive"}[:1:1],
+	transferEncoding: []string{"chunked"}[:1:1],
 }
 
 // sseStream writes the messages of one request's event stream; nothing after its answer.

@@ -376,13 +376,26 @@ func (g *Gateway) Ready() (bool, []string) {
 // Call runs one call through the governed chain. The MCP server uses it for every tools/call;
 // the built-in agent calls it in-process.
 func (g *Gateway) Call(ctx context.Context, c *governor.Call) *governor.Outcome {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	return g.call(ctx, cancel, c)
+}
+
+// A call's context is made once, where the call arrives (by the fast path, handleCall or
+// Call), and its cancel is handed to each that may end the call early: notifications/cancelled,
+// the caller leaving (callerWatch), the gateway stopping (shutdown). Each registers it and
+// forgets it when the call returns, instead of deriving a context of its own.
+
+// call is Call of a context that cancel ends, the call's own; its maker ends it when the call
+// has returned.
+func (g *Gateway) call(ctx context.Context, cancel context.CancelCauseFunc, c *governor.Call) *governor.Outcome {
 	if c.ID == "" {
 		c.ID = g.callPrefix + strconv.FormatUint(g.callSeq.Add(1), 10)
 	}
 	if c.Start.IsZero() {
 		c.Start = time.Now()
 	}
-	ctx, finish, admitted := g.shutdown.enter(ctx)
+	finish, admitted := g.shutdown.enter(cancel)
 	if !admitted {
 		return g.refuseDraining(ctx, c)
 	}
@@ -404,8 +417,9 @@ func (g *Gateway) handleCall(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	if res, ok := g.fast.claim(req); ok {
 		return res, nil // a call the fast path ran, whose result asks for input (fastcall.go)
 	}
-	ctx, left := g.callers.enter(ctx, req)
-	defer left()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer g.callers.enter(req, cancel)()
 	principal, roles := callerOf(req)
 	if strings.HasPrefix(req.Params.RequestState, continuationPrefix) {
 		return g.resume(ctx, req, principal) // the answers to a suspended call's input requests
@@ -428,7 +442,7 @@ func (g *Gateway) handleCall(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	if g.needsBridge(req) {
 		return g.callSuspendable(ctx, c, o)
 	}
-	return g.runCall(ctx, req.Session, c, o)
+	return g.runCall(ctx, cancel, req.Session, c, o)
 }
 
 // newCall is the governed call of a tools/call from a client: tool name, its arguments as they
@@ -442,11 +456,12 @@ func progressOf(token any, p *mcp.ProgressNotificationParams) *mcp.ProgressNotif
 	return &mcp.ProgressNotificationParams{ProgressToken: token, Progress: p.Progress, Total: p.Total, Message: p.Message}
 }
 
-// runCall runs c, from session ss (nil without one) with origin o, through the chain, and
-// is the answer to send: the result, or the JSON-RPC error a passthrough server gave.
-func (g *Gateway) runCall(ctx context.Context, ss *mcp.ServerSession, c *governor.Call, o *upstream.Origin) (*mcp.CallToolResult, error) {
+// runCall runs c, from session ss (nil without one) with origin o, through the chain, in the
+// call's own context, which cancel ends (call); it is the answer to send: the result, or the
+// JSON-RPC error a passthrough server gave.
+func (g *Gateway) runCall(ctx context.Context, cancel context.CancelCauseFunc, ss *mcp.ServerSession, c *governor.Call, o *upstream.Origin) (*mcp.CallToolResult, error) {
 	ctx = upstream.WithOrigin(ctx, o)
-	out := g.Call(ctx, c)
+	out := g.call(ctx, cancel, c)
 	if out.RPCError != nil {
 		return nil, out.RPCError
 	}

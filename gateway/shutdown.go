@@ -16,7 +16,7 @@ var ErrShuttingDown = errors.New("the gateway is shutting down")
 
 // shutdown tracks the calls in flight so that a stopping gateway can refuse new ones, let the
 // running ones finish and cancel what is left. Its zero value is ready; until a shutdown it
-// costs a call one context and its place in a list, both under one mutex round trip each way.
+// costs a call its place in a list, under one mutex round trip each way.
 type shutdown struct {
 	mu       sync.Mutex
 	draining bool
@@ -32,22 +32,19 @@ type shutdown struct {
 	cause error
 }
 
-// enter admits a call unless the gateway is draining. An admitted call runs with a context that
-// also ends when the gateway cancels the calls left at the end of the grace; finish must be
-// called when it returns.
-func (s *shutdown) enter(ctx context.Context) (callCtx context.Context, finish func(), admitted bool) {
-	callCtx, cancel := context.WithCancelCause(ctx)
+// enter admits a call unless the gateway is draining. cancel ends the admitted call's context:
+// the gateway calls it with the cause if it cancels the calls left at the end of the grace.
+// finish must be called when the call returns; after it, cancel is not called.
+func (s *shutdown) enter(cancel context.CancelCauseFunc) (finish func(), admitted bool) {
 	s.mu.Lock()
 	if s.draining || s.cause != nil {
 		s.mu.Unlock()
-		cancel(nil)
-		return ctx, nil, false
+		return nil, false
 	}
 	call := s.calls.push(cancel)
 	s.running++
 	s.mu.Unlock()
-	return callCtx, func() {
-		cancel(nil)
+	return func() {
 		s.mu.Lock()
 		s.calls.remove(call)
 		s.running--

@@ -192,7 +192,7 @@ func TestEnterRacesBegin(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, finish, ok := s.enter(context.Background()); ok {
+				if finish, ok := s.enter(func(error) {}); ok {
 					finishes <- finish
 				}
 			}()
@@ -226,7 +226,9 @@ func TestShutdownCancelsExactlyTheCallsInFlight(t *testing.T) {
 	ctxs := make([]context.Context, n)
 	finishes := make([]func(), n)
 	for i := range n {
-		ctx, finish, ok := s.enter(context.Background())
+		ctx, cancel := context.WithCancelCause(context.Background())
+		defer cancel(nil)
+		finish, ok := s.enter(cancel)
 		if !ok {
 			t.Fatalf("call %d not admitted", i)
 		}
@@ -256,7 +258,7 @@ func TestShutdownCancelsExactlyTheCallsInFlight(t *testing.T) {
 		t.Fatalf("the list holds %d calls, %d are in flight", listed, n-len(done))
 	}
 	_, idle := s.begin(func() governor.Handler { return nil })
-	if _, _, ok := s.enter(context.Background()); ok {
+	if _, ok := s.enter(func(error) {}); ok {
 		t.Fatal("a call was admitted while draining")
 	}
 	s.cancel(ErrShuttingDown)
@@ -310,7 +312,7 @@ func TestCallListRemoveTwiceKeepsTheRest(t *testing.T) {
 func TestShutdownAdmitsNothingAfterItsCancel(t *testing.T) {
 	var s shutdown
 	s.cancel(ErrShuttingDown)
-	if _, _, ok := s.enter(context.Background()); ok {
+	if _, ok := s.enter(func(error) {}); ok {
 		t.Error("a call was admitted after the calls in flight were cancelled")
 	}
 }
