@@ -79,7 +79,7 @@ type fastSession struct {
 
 	mu    sync.Mutex
 	calls map[jsonrpc.ID]context.CancelCauseFunc // requests served here in flight
-	sdk   map[jsonrpc.ID]int                // requests handed to the SDK not yet done
+	sdk   map[jsonrpc.ID]int                     // requests handed to the SDK not yet done
 }
 
 // fastCalls is the door's serve hook for gateway.http_mode mode, or nil when the fast path is

@@ -176,7 +176,10 @@ func FuzzPlainValueEncodesAsTheSDK(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, sc, meta string) {
 		for _, decode := range []func([]byte, any) error{
-			func(b []byte, v any) error { _, err := segjson.Parse(b, v, segjson.DontMatchCaseInsensitiveStructFields); return err },
+			func(b []byte, v any) error {
+				_, err := segjson.Parse(b, v, segjson.DontMatchCaseInsensitiveStructFields)
+				return err
+			},
 			json.Unmarshal,
 		} {
 			var v any
