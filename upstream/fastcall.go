@@ -229,25 +229,31 @@ func (u *Upstream) fastConn(s *session) *stdioConn {
 // would. ok is false, with nothing sent, when the call must go through the SDK instead.
 func (c *stdioConn) callTool(ctx context.Context, s *session, params *mcp.CallToolParams) (res *mcp.CallToolResult, ok bool, err error) {
 	const method = "tools/call"
-	body, ok, err := encodeCallParams(s, params)
+	// The request line is built in one buffer, taken from a pool and given back once written:
+	// the params first, after room for the line's head, which needs the id the call is
+	// registered under, and registering waits until the params are known to encode.
+	buf := callLines.Get().(*[]byte)
+	defer putCallLine(buf)
+	full, ok, err := encodeCallParams(append((*buf)[:0], make([]byte, lineHeadRoom)...), s, params)
 	switch {
 	case !ok:
 		return nil, false, nil
 	case err != nil:
 		return nil, true, fmt.Errorf("calling %q: marshaling call parameters: %w", method, err)
 	}
+	full = append(full, "}\n"...)
+	*buf = full // the buffer as it grew, for the pool
 	id, answer, err := c.fast.register(ctx)
 	if err != nil {
 		// As the SDK says it of a connection whose reading or writing ended: not sent.
 		return nil, true, fmt.Errorf("%w: calling %q: %w: %w", mcp.ErrConnectionClosed, method, errClientClosing, err)
 	}
-	line := make([]byte, 0, len(body)+64)
-	line = append(line, `{"jsonrpc":"2.0","id":`...)
-	line = strconv.AppendInt(line, id, 10)
-	line = append(line, `,"method":"tools/call","params":`...)
-	line = append(line, body...)
-	line = append(line, "}\n"...)
-
+	var head [lineHeadRoom]byte
+	h := append(head[:0], `{"jsonrpc":"2.0","id":`...)
+	h = strconv.AppendInt(h, id, 10)
+	h = append(h, `,"method":"tools/call","params":`...)
+	line := full[lineHeadRoom-len(h):]
+	copy(line, h)
 	var resp *jsonrpc.Response
 	if err := c.writeCall(ctx, id, line, classOf(ctx) == classStop); err != nil {
 		c.fast.retire(id)
@@ -287,6 +293,21 @@ func (c *stdioConn) callTool(ctx context.Context, s *session, params *mcp.CallTo
 		return nil, true, fmt.Errorf("calling %q: %w", method, err)
 	}
 	return res, true, nil
+}
+
+// lineHeadRoom is the room left before a call's params for the head of its request line,
+// `{"jsonrpc":"2.0","id":` and an id of up to 20 digits and `,"method":"tools/call","params":`.
+const lineHeadRoom = 22 + 20 + 32
+
+// callLines holds the buffers request lines are built in.
+var callLines = sync.Pool{New: func() any { return new([]byte) }}
+
+// putCallLine gives buf back to callLines, unless it grew past what is worth keeping.
+func putCallLine(buf *[]byte) {
+	if cap(*buf) <= 64<<10 {
+		*buf = (*buf)[:0]
+		callLines.Put(buf)
+	}
 }
 
 // codeClientClosing is the code of the SDK's own error for a call on a connection that is going
@@ -352,7 +373,7 @@ func cancelledLine(id int64, cause error) []byte {
 // params: arguments {} when there are none, and on MCP 2026-07-28 and later the protocol
 // version and the client's implementation added to _meta. ok is false when the SDK would add
 // what the gateway cannot know: the client's capabilities, which Origin.meta always sets.
-func encodeCallParams(s *session, params *mcp.CallToolParams) (body []byte, ok bool, err error) {
+func encodeCallParams(b []byte, s *session, params *mcp.CallToolParams) (body []byte, ok bool, err error) {
 	p := *params
 	if p.Arguments == nil {
 		p.Arguments = map[string]any{}
@@ -377,6 +398,6 @@ func encodeCallParams(s *session, params *mcp.CallToolParams) (body []byte, ok b
 			p.Meta = m
 		}
 	}
-	body, err = appendCallParams(nil, &p)
+	body, err = appendCallParams(b, &p)
 	return body, true, err
 }
