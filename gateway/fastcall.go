@@ -475,11 +475,15 @@ func (g *Gateway) serveCall(ctx context.Context, cancel context.CancelCauseFunc,
 	if token := p.token; token != nil {
 		c.Progress = func(n *mcp.ProgressNotificationParams) { st.notify(progressOf(token, n)) }
 	}
-	res, err := g.runCall(ctx, cancel, s.ss, c, g.originFor(ctx, s.ss, nil))
-	left()
-	s.mu.Lock()
-	delete(s.calls, id)
-	s.mu.Unlock()
+	res, err := func() (*mcp.CallToolResult, error) {
+		defer func() { // also when the chain panics (net/http recovers it)
+			left()
+			s.mu.Lock()
+			delete(s.calls, id)
+			s.mu.Unlock()
+		}()
+		return g.runCall(ctx, cancel, s.ss, c, g.originFor(ctx, s.ss, nil))
+	}()
 	if err == nil && res != nil && res.InputRequests != nil && st.handOver() {
 		for _, k := range []string{"Cache-Control", "Content-Type", "Connection", "Transfer-Encoding"} {
 			hdr.Del(k)
