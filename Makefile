@@ -40,7 +40,7 @@ test: node-deps
 	$(GO) test -count=1 -run Allocations ./internal/strictjson
 	# The audit record's encoder writes json.Marshal's bytes whichever encoding/json the
 	# toolchain builds: also checked on the one built on encoding/json/v2.
-	GOEXPERIMENT=jsonv2 $(GO) test -count=1 -run 'AppendString|AppendBody|SealWritesWhatMarshalWrites|AppendCallParamsIsMarshal|PlainResult|PlainValue' ./internal/wirejson ./store ./upstream ./gateway
+	GOEXPERIMENT=jsonv2 $(GO) test -count=1 -run 'AppendString|AppendFloat|AppendBody|SealWritesWhatMarshalWrites|AppendCallParamsIsMarshal|PlainResult|PlainValue' ./internal/wirejson ./store ./upstream ./gateway
 
 ## killnine: the kill -9 suite with 100 kills (`make test` runs it with 10); KILLNINE_SEED=N
 ## repeats a run's random choices (see docs/benchmarks.md, "Kill -9 suite").

@@ -93,7 +93,10 @@ func appendPlainValue(b []byte, v any, depth int) (_ []byte, ok bool) {
 	case string:
 		return wirejson.AppendString(b, v, true), true
 	case float64:
-		return appendFloat(b, v)
+		if math.IsInf(v, 0) || math.IsNaN(v) {
+			return b, false // encoding/json refuses it, with its error
+		}
+		return wirejson.AppendFloat(b, v), true
 	case bool:
 		return strconv.AppendBool(b, v), true
 	case map[string]any:
@@ -147,27 +150,6 @@ func appendPlainMap(b []byte, m map[string]any, depth int) (_ []byte, ok bool) {
 		}
 	}
 	return append(b, '}'), true
-}
-
-// appendFloat appends f as encoding/json encodes a float64: the shortest decimal that reads
-// back as f, in exponent form below 1e-6 and from 1e21 on, with a one-digit negative exponent
-// unpadded; ok is false for NaN and the infinities, which it refuses.
-func appendFloat(b []byte, f float64) ([]byte, bool) {
-	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return b, false
-	}
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if format == 'e' {
-		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	return b, true
 }
 
 // resultTypeField is the index of CallToolResult's unexported resultType, which its

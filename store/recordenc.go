@@ -1,11 +1,6 @@
 package store
 
-import (
-	"math"
-	"strconv"
-
-	"github.com/mcp-gateway/mcp-gateway/internal/wirejson"
-)
+import "github.com/mcp-gateway/mcp-gateway/internal/wirejson"
 
 // appendBody appends what json.Marshal writes for r between `{"seq":0` and `,"hash":""}` (r's
 // Seq, Prev and Hash are zero: encode sets them so) and returns where the arguments' value goes
@@ -51,7 +46,7 @@ func appendBody(b []byte, r *Record) (_ []byte, argsAt int, ok bool) {
 	b = appendField(b, `,"run_id":`, r.RunID)
 	if r.DurationMS != 0 {
 		b = append(b, `,"duration_ms":`...)
-		b = appendJSONFloat(b, r.DurationMS)
+		b = wirejson.AppendFloat(b, r.DurationMS) // finite: encode makes it so
 	}
 	b = appendField(b, `,"action":`, r.Action)
 	return b, argsAt, true
@@ -63,23 +58,6 @@ func appendField(b []byte, name, s string) []byte {
 		return b
 	}
 	return wirejson.AppendString(append(b, name...), s, true)
-}
-
-// appendJSONFloat appends f as json.Marshal writes a float64 (f is finite: encode makes it so).
-func appendJSONFloat(b []byte, f float64) []byte {
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if format == 'e' {
-		// e-09 to e-9, as encoding/json does.
-		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	return b
 }
 
 // bodySize is about what appendBody writes for r, unless its texts need escapes: the buffer is

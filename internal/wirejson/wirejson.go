@@ -6,6 +6,8 @@ package wirejson
 import (
 	"bytes"
 	"encoding/json"
+	"math"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -41,6 +43,25 @@ var invalidUTF8 = func() string {
 	}
 	return string(b[1 : len(b)-1])
 }()
+
+// AppendFloat appends f as encoding/json writes a float64: the shortest decimal that reads back
+// as f, in exponent form below 1e-6 and from 1e21 on, a one-digit negative exponent unpadded
+// (e-7, not e-07). f must be finite: encoding/json refuses NaN and the infinities, and the
+// caller decides what that means for it.
+func AppendFloat(b []byte, f float64) []byte {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
 
 // AppendString appends s quoted as encoding/json quotes a string: invalid UTF-8 as U+FFFD,
 // U+2028 and U+2029 as escapes, the short escapes (\n, \b, …) where JSON has them, other

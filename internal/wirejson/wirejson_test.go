@@ -53,3 +53,27 @@ func TestAppendStringIsEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendFloatIsEncodingJSON: finite floats of every bit pattern, and the edges of the
+// exponent form, are written as encoding/json writes them.
+func TestAppendFloatIsEncodingJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 23))
+	edges := []float64{0, math.Copysign(0, -1), 1e-6, math.Nextafter(1e-6, 0), 1e21, math.Nextafter(1e21, 0), 1e-7, 1e-10, 1e-100,
+		5e-324, math.MaxFloat64, -math.MaxFloat64, 0.1, 123456789, 1e20, -2.5e-300, 1.5}
+	for i := range 50000 {
+		f := math.Float64frombits(rng.Uint64())
+		if i < len(edges) {
+			f = edges[i]
+		}
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			continue
+		}
+		want, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendFloat([]byte("x"), f); string(got[1:]) != string(want) || got[0] != 'x' {
+			t.Fatalf("AppendFloat(%v) = %s, encoding/json %s", f, got[1:], want)
+		}
+	}
+}
