@@ -75,6 +75,18 @@ func registriesEmpty(t *testing.T, g *Gateway) {
 	}
 }
 
+// servedFastGateway is fastGateway behind an HTTP server: the gateway, its state file, a client
+// that keeps connections for many sessions, and the URL of /mcp.
+func servedFastGateway(t *testing.T, fast bool) (*Gateway, *store.Store, *http.Client, string) {
+	t.Helper()
+	g, st, _ := fastGateway(t, fast)
+	srv := httptest.NewServer(g.Handler(nil))
+	t.Cleanup(srv.Close)
+	return g, st, &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}, srv.URL + "/mcp"
+}
+
+// holdCall is a tools/call of the echo server's hold tool, with arguments {"who":arg} and a
+// progress token, so that its stream shows when the tool has started.
 func holdCall(id int, arg string) string {
 	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo__hold","arguments":{"who":%q},"_meta":{"progressToken":"p%d"}}}`, id, arg, id)
 }
@@ -86,11 +98,7 @@ func holdCall(id int, arg string) string {
 func TestCancelRoutesRecordTheirCause(t *testing.T) {
 	for _, fast := range []bool{true, false} {
 		t.Run(fmt.Sprint("fast=", fast), func(t *testing.T) {
-			g, st, _ := fastGateway(t, fast)
-			srv := httptest.NewServer(g.Handler(nil))
-			t.Cleanup(srv.Close)
-			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
-			url := srv.URL + "/mcp"
+			g, st, hc, url := servedFastGateway(t, fast)
 
 			// notifications/cancelled
 			s := openRaw(t, hc, url)

@@ -6,7 +6,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,11 +21,7 @@ import (
 func TestCancelStormThenDrain(t *testing.T) {
 	for _, fast := range []bool{true, false} {
 		t.Run(fmt.Sprint("fast=", fast), func(t *testing.T) {
-			g, st, _ := fastGateway(t, fast)
-			srv := httptest.NewServer(g.Handler(nil))
-			t.Cleanup(srv.Close)
-			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-			url := srv.URL + "/mcp"
+			g, st, hc, url := servedFastGateway(t, fast)
 			var sent atomic.Int64
 			var wg sync.WaitGroup
 			worker := func(w int, rounds int) {

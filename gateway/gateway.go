@@ -381,13 +381,12 @@ func (g *Gateway) Call(ctx context.Context, c *governor.Call) *governor.Outcome 
 	return g.call(ctx, cancel, c)
 }
 
-// A call's context is made once, where the call arrives (by the fast path, handleCall or
-// Call), and its cancel is handed to each that may end the call early: notifications/cancelled,
-// the caller leaving (callerWatch), the gateway stopping (shutdown). Each registers it and
-// forgets it when the call returns, instead of deriving a context of its own.
-
 // call is Call of a context that cancel ends, the call's own; its maker ends it when the call
-// has returned.
+// has returned. A call's context is made once, where the call arrives (the fast path,
+// handleCall, Call), and cancel is handed to each that may end the call early:
+// notifications/cancelled, the caller leaving (callerWatch), the gateway stopping (shutdown).
+// Each registers it while the call runs and forgets it when the call returns, instead of
+// deriving a context of its own.
 func (g *Gateway) call(ctx context.Context, cancel context.CancelCauseFunc, c *governor.Call) *governor.Outcome {
 	if c.ID == "" {
 		c.ID = g.callPrefix + strconv.FormatUint(g.callSeq.Add(1), 10)
