@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -135,6 +136,12 @@ func fastGateway(tb testing.TB, fast bool) (g *Gateway, st *store.Store, record 
 // fastGatewayWith is fastGateway with telemetry tel (nil: off).
 func fastGatewayWith(tb testing.TB, fast bool, tel *telemetry.Provider) (g *Gateway, st *store.Store, record string) {
 	tb.Helper()
+	return fastGatewayStore(tb, fast, tel, store.Options{})
+}
+
+// fastGatewayStore is fastGatewayWith with its state file opened with opts.
+func fastGatewayStore(tb testing.TB, fast bool, tel *telemetry.Provider, opts store.Options) (g *Gateway, st *store.Store, record string) {
+	tb.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		tb.Fatal(err)
@@ -149,7 +156,7 @@ func fastGatewayWith(tb testing.TB, fast bool, tel *telemetry.Provider) (g *Gate
 	if err != nil {
 		tb.Fatal(err)
 	}
-	st, err = store.Open(tb.TempDir(), store.Options{})
+	st, err = store.Open(tb.TempDir(), opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -589,6 +596,58 @@ func BenchmarkHotPath(b *testing.B) {
 				b.Fatalf("fast_path=%v, and the fast path served %d calls", fast, served)
 			}
 		})
+	}
+}
+
+// BenchmarkHotPathParallel is BenchmarkHotPath's fast path with eight callers at once, each in
+// a session of its own, the state file where the test's temporary folder is (on disk unless
+// TMPDIR says otherwise): what the audit's group commit does under load. records/commit is how
+// many calls shared a sync.
+func BenchmarkHotPathParallel(b *testing.B) {
+	var commits, records atomic.Int64
+	g, _, _ := fastGatewayStore(b, true, nil, store.Options{OnAuditCommit: func(n int, _ time.Duration) {
+		commits.Add(1)
+		records.Add(int64(n))
+	}})
+	h := g.Handler(nil)
+	const want = `"id":7,"result":{"content":[{"type":"text","text":"{\"target\":\"shelf\",\"speed\":0.5}"}]`
+	var wrong atomic.Value
+	b.SetParallelism(max(1, 8/runtime.GOMAXPROCS(0)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	c0, r0 := commits.Load(), records.Load()
+	b.RunParallel(func(pb *testing.PB) {
+		w := &benchWriter{h: http.Header{}}
+		req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", fastVersion)
+		send := func(body string) {
+			req.Body, req.ContentLength = &rewindBody{data: []byte(body)}, int64(len(body))
+			w.reset()
+			h.ServeHTTP(w, req)
+		}
+		send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"` + fastVersion + `","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+		req.Header.Set("Mcp-Session-Id", w.h.Get("Mcp-Session-Id"))
+		send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		body := &rewindBody{data: []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo__say","arguments":{"target":"shelf","speed":0.5}}}`)}
+		req.ContentLength = int64(len(body.data))
+		for pb.Next() {
+			body.at = 0
+			req.Body = body
+			w.reset()
+			h.ServeHTTP(w, req)
+			if !strings.Contains(w.body.String(), want) {
+				wrong.CompareAndSwap(nil, fmt.Sprintf("%d %s", w.code, w.body.String()))
+			}
+		}
+	})
+	b.StopTimer()
+	if bad := wrong.Load(); bad != nil {
+		b.Fatalf("answer: %s", bad)
+	}
+	if n := commits.Load() - c0; n > 0 {
+		b.ReportMetric(float64(records.Load()-r0)/float64(n), "records/commit")
 	}
 }
 
