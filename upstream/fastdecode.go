@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	segjson "github.com/segmentio/encoding/json"
 
@@ -64,6 +66,9 @@ type wireBlock struct {
 func decodeCallToolResult(data []byte) (*mcp.CallToolResult, error) {
 	if first := firstByte(data); first != '{' {
 		return decodeBySDK(data)
+	}
+	if res, ok := plainTextResult(data); ok {
+		return res, nil
 	}
 	var w wireResult
 	if _, err := segjson.Parse(data, &w, sdkParseFlags); err != nil || w.InputRequests != nil {
@@ -218,6 +223,22 @@ func plainObject(b []byte, depth int) (obj map[string]any, rest []byte, ok bool)
 	}
 }
 
+// rawKey is plainString without the copy: the bytes of the key, for comparing.
+func rawKey(b []byte) (key, rest []byte, ok bool) {
+	if len(b) == 0 || b[0] != '"' {
+		return nil, nil, false
+	}
+	for i := 1; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			return b[1:i], b[i+1:], true
+		case c < 0x20 || c >= 0x7f || c == '\\':
+			return nil, nil, false
+		}
+	}
+	return nil, nil, false
+}
+
 // plainString decodes the string at the start of b if it is printable ASCII without escapes.
 func plainString(b []byte) (s string, rest []byte, ok bool) {
 	if len(b) == 0 || b[0] != '"' {
@@ -287,4 +308,312 @@ func blocks(wires []*wireBlock, nested bool) ([]mcp.Content, bool) {
 		out = append(out, c)
 	}
 	return out, true
+}
+
+// plainTextResult decodes the result most tools return, text content, without the reflection
+// of the SDK's JSON library: an object of "content", a list of blocks that each have a "type"
+// of "text" and a "text", and perhaps "isError" (true or false), a plain "_meta" (wireMeta),
+// "resultType" ("complete" or "input_required"), "requestState" and "structuredContent" (whose
+// value alone goes to the SDK's library, as the whole result did). Decoding a whole text result
+// through that library costs a microsecond or more and a dozen allocations a call. ok is false
+// for anything else, and for anything this pass might not read exactly as that library does (a
+// member twice, an escape that is half a surrogate pair, bytes that are not UTF-8, a control
+// character, an unknown member): decodeCallToolResult then decodes it as before.
+func plainTextResult(data []byte) (*mcp.CallToolResult, bool) {
+	b := skipSpace(data)
+	if len(b) == 0 || b[0] != '{' {
+		return nil, false
+	}
+	var (
+		content                             []mcp.Content
+		isError                             bool
+		meta                                map[string]any
+		structured                          any
+		resultType, requestState            string
+		seenContent, seenIsError, seenMeta  bool
+		seenStructured, seenType, seenState bool
+	)
+	once := func(seen *bool) bool {
+		if *seen {
+			return false
+		}
+		*seen = true
+		return true
+	}
+	b = skipSpace(b[1:])
+	for {
+		key, rest, ok := rawKey(b)
+		if !ok {
+			return nil, false // also {}: the SDK's library says what a result without content is
+		}
+		if b = skipSpace(rest); len(b) == 0 || b[0] != ':' {
+			return nil, false
+		}
+		b = skipSpace(b[1:])
+		switch string(key) {
+		case "content":
+			if !once(&seenContent) {
+				return nil, false
+			}
+			if content, b, ok = textBlocks(b); !ok {
+				return nil, false
+			}
+		case "isError":
+			if !once(&seenIsError) {
+				return nil, false
+			}
+			switch {
+			case len(b) >= 4 && string(b[:4]) == "true":
+				isError, b = true, b[4:]
+			case len(b) >= 5 && string(b[:5]) == "false":
+				b = b[5:]
+			default:
+				return nil, false
+			}
+		case "_meta":
+			if !once(&seenMeta) {
+				return nil, false
+			}
+			if meta, b, ok = plainObject(b, 0); !ok {
+				return nil, false
+			}
+		case "structuredContent":
+			if !once(&seenStructured) {
+				return nil, false
+			}
+			var v any // here, so that only a result with structured content puts it on the heap
+			var err error
+			if b, err = segjson.Parse(b, &v, sdkParseFlags); err != nil {
+				return nil, false
+			}
+			structured = v
+		case "resultType":
+			if !once(&seenType) {
+				return nil, false
+			}
+			if resultType, b, ok = textString(b); !ok || (resultType != "complete" && resultType != "input_required") {
+				return nil, false
+			}
+		case "requestState":
+			if !once(&seenState) {
+				return nil, false
+			}
+			if requestState, b, ok = textString(b); !ok {
+				return nil, false
+			}
+		default:
+			return nil, false
+		}
+		if b = skipSpace(b); len(b) == 0 {
+			return nil, false
+		}
+		if b[0] == ',' {
+			b = skipSpace(b[1:])
+			continue
+		}
+		if b[0] != '}' || !seenContent || len(skipSpace(b[1:])) != 0 {
+			return nil, false
+		}
+		break
+	}
+	res := new(mcp.CallToolResult)
+	if resultType != "" {
+		// The result type is kept in a field of the SDK's own (wireResult.result).
+		*res = resultTypes(resultType)
+	}
+	res.Meta = meta
+	res.Content = content
+	res.StructuredContent = structured
+	res.IsError = isError
+	res.RequestState = requestState
+	return res, true
+}
+
+// textBlocks decodes a list of text blocks ({"type":"text","text":...}, in either order, both
+// there) at the start of b; never an empty nil list, as the SDK's.
+func textBlocks(b []byte) (out []mcp.Content, rest []byte, ok bool) {
+	if len(b) == 0 || b[0] != '[' {
+		return nil, nil, false
+	}
+	b = skipSpace(b[1:])
+	out = make([]mcp.Content, 0, 1)
+	if len(b) > 0 && b[0] == ']' {
+		return out, b[1:], true
+	}
+	for {
+		if len(b) == 0 || b[0] != '{' {
+			return nil, nil, false
+		}
+		b = skipSpace(b[1:])
+		var typed, texted bool
+		var text string
+		for {
+			var key []byte
+			if key, b, ok = rawKey(b); !ok {
+				return nil, nil, false
+			}
+			if b = skipSpace(b); len(b) == 0 || b[0] != ':' {
+				return nil, nil, false
+			}
+			b = skipSpace(b[1:])
+			switch {
+			case string(key) == "type" && !typed:
+				typed = true
+				if len(b) < 6 || string(b[:6]) != `"text"` {
+					return nil, nil, false
+				}
+				b = b[6:]
+			case string(key) == "text" && !texted:
+				texted = true
+				if text, b, ok = textString(b); !ok {
+					return nil, nil, false
+				}
+			default:
+				return nil, nil, false
+			}
+			if b = skipSpace(b); len(b) == 0 {
+				return nil, nil, false
+			}
+			if b[0] == ',' {
+				b = skipSpace(b[1:])
+				continue
+			}
+			if b[0] != '}' || !typed || !texted {
+				return nil, nil, false
+			}
+			b = skipSpace(b[1:])
+			break
+		}
+		out = append(out, &mcp.TextContent{Text: text})
+		if len(b) == 0 {
+			return nil, nil, false
+		}
+		switch b[0] {
+		case ',':
+			b = skipSpace(b[1:])
+		case ']':
+			return out, b[1:], true
+		default:
+			return nil, nil, false
+		}
+	}
+}
+
+// textString decodes the JSON string at the start of b: UTF-8 and JSON's escapes, a surrogate
+// pair included. ok is false for what is not a string and for what the SDK's library might read
+// otherwise than encoding/json: a control character, bytes that are not UTF-8, half a pair.
+func textString(b []byte) (s string, rest []byte, ok bool) {
+	if len(b) == 0 || b[0] != '"' {
+		return "", nil, false
+	}
+	i, ascii := 1, true
+	for ; i < len(b); i++ {
+		c := b[i]
+		if c == '"' {
+			if !ascii && !utf8.Valid(b[1:i]) {
+				return "", nil, false
+			}
+			return string(b[1:i]), b[i+1:], true
+		}
+		if c == '\\' {
+			break
+		}
+		if c < 0x20 {
+			return "", nil, false
+		}
+		if c >= 0x80 {
+			ascii = false
+		}
+	}
+	if i == len(b) {
+		return "", nil, false
+	}
+	// An escape: decode from here on into a buffer as long as the string's raw bytes, which
+	// is at least what they decode to.
+	end := i
+	for end < len(b) && b[end] != '"' {
+		if b[end] == '\\' {
+			end++
+		}
+		end++
+	}
+	buf := make([]byte, i-1, min(end, len(b)))
+	copy(buf, b[1:i])
+	for i < len(b) {
+		c := b[i]
+		switch {
+		case c == '"':
+			if !ascii && !utf8.Valid(buf) {
+				return "", nil, false
+			}
+			return string(buf), b[i+1:], true
+		case c < 0x20:
+			return "", nil, false
+		case c != '\\':
+			if c >= 0x80 {
+				ascii = false
+			}
+			buf = append(buf, c)
+			i++
+			continue
+		}
+		if i+1 >= len(b) {
+			return "", nil, false
+		}
+		switch b[i+1] {
+		case '"', '\\', '/':
+			buf = append(buf, b[i+1])
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r, ok := hex4(b, i+2)
+			if !ok {
+				return "", nil, false
+			}
+			i += 6
+			if utf16.IsSurrogate(r) {
+				r2, ok := hex4(b, i+2)
+				if !ok || r >= 0xdc00 || i+1 >= len(b) || b[i] != '\\' || b[i+1] != 'u' || r2 < 0xdc00 || r2 > 0xdfff {
+					return "", nil, false
+				}
+				r = utf16.DecodeRune(r, r2)
+				i += 6
+			}
+			buf = utf8.AppendRune(buf, r)
+			continue
+		default:
+			return "", nil, false
+		}
+		i += 2
+	}
+	return "", nil, false
+}
+
+// hex4 reads four hex digits at b[i:].
+func hex4(b []byte, i int) (rune, bool) {
+	if i < 0 || i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"runtime"
 	"slices"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	segjson "github.com/segmentio/encoding/json"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcp-gateway/mcp-gateway/config"
@@ -773,6 +775,45 @@ var decodeCases = []string{
 	`{"content":[],"inputRequests":null}`,
 	`{"content":[],"inputRequests":{}}`,
 	` {"content":[]} `,
+	// Text results, the ones plainTextResult takes, and their near misses.
+	`{"content":[{"type":"text","text":"hello"}]}`,
+	`{"content":[{"text":"hello","type":"text"}],"isError":true}`,
+	` { "isError" : false , "content" : [ { "type" : "text" , "text" : "" } , {"type":"text","text":"b"} ] } `,
+	`{"content":[{"type":"text","text":"{\"target\":\"shelf\",\"speed\":0.5}"}]}`,
+	`{"content":[{"type":"text","text":"\u00e9\u2028\ud83d\ude00 \b\f\n\r\t\/\\ é😀"}]}`,
+	`{"content":[{"type":"text","text":"\ud83d"}]}`,
+	`{"content":[{"type":"text","text":"\ude00\ud83d"}]}`,
+	`{"content":[{"type":"text","text":"\ud83d\u0041"}]}`,
+	`{"content":[{"type":"text","text":"\u12"}]}`,
+	`{"content":[{"type":"text","text":"\x"}]}`,
+	"{\"content\":[{\"type\":\"text\",\"text\":\"a\x00b\"}]}",
+	"{\"content\":[{\"type\":\"text\",\"text\":\"\xff\xfe\"}]}",
+	"{\"content\":[{\"type\":\"text\",\"text\":\"\\n\xff\"}]}",
+	`{"content":[{"type":"text","text":"a","text":"b"}]}`,
+	`{"content":[{"type":"text","type":"text","text":"b"}]}`,
+	`{"content":[{"type":"text"}]}`,
+	`{"content":[{"text":"a"}]}`,
+	`{"content":[{"type":"text","text":5}]}`,
+	`{"content":[{"type":"text","text":null}]}`,
+	`{"content":[{"type":"text","text":"a"}],"content":[]}`,
+	`{"content":[{"type":"text","text":"a"}],"isError":1}`,
+	`{"content":[{"type":"text","text":"a"}],"isError":null}`,
+	`{"content":[{"type":"text","text":"a"}],"isError":true,"isError":false}`,
+	`{"content":[{"type":"text","text":"a"}],"_meta":{"io.x/server":{"name":"n","version":"1"}}}`,
+	`{"_meta":{"a":"b"},"content":[{"type":"text","text":"a"}],"_meta":{}}`,
+	`{"content":[{"type":"text","text":"a"}],"Content":[]}`,
+	`{"content":[{"type":"text","text":"a"}]} x`,
+	`{"content":[{"type":"text","text":"a"},]}`,
+	`{"content":[{"type":"text","text":"a"}],}`,
+	`{"content":[{"type":"text","text":"a"}]`,
+	`{"content":[{"type":"text","text":"a}]}`,
+	`{"isError":true}`,
+	`{}`,
+	`{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"echo","version":"1"}},"content":[{"type":"text","text":"{\"target\":\"shelf\",\"speed\":0.5}"}],"structuredContent":{"target":"shelf","speed":0.5},"resultType":"complete"}`,
+	`{"content":[],"resultType":"input_required","requestState":"s1","structuredContent":[1,"a",null,{"b":[true,1e400]}]}`,
+	`{"content":[],"structuredContent":{"a":1,"a":2,"\u00e9":"\ud800"}}`,
+	`{"content":[],"structuredContent":1,"structuredContent":2}`,
+	`{"content":[],"requestState":"a\nb","resultType":"complete","isError":false}`,
 }
 
 func TestFastPathDecodesLikeTheSDK(t *testing.T) {
@@ -816,6 +857,9 @@ func decodesLikeTheSDK(t *testing.T, c string) {
 		if string(wb) != string(fb) {
 			t.Errorf("%s: fast %s, UnmarshalJSON %s", c, fb, wb)
 		}
+	}
+	if plain, ok := plainTextResult([]byte(c)); ok && !reflect.DeepEqual(plain, sdk) {
+		t.Errorf("%s: plainTextResult %#v, sdk %#v", c, plain, sdk)
 	}
 	if fast.NeedsInput() != sdk.NeedsInput() {
 		t.Errorf("%s: NeedsInput fast %v, sdk %v", c, fast.NeedsInput(), sdk.NeedsInput())
@@ -1257,5 +1301,121 @@ func TestDeepAnswerFailsOnlyItsCall(t *testing.T) {
 		if res, err := u.Call(context.Background(), "gen", json.RawMessage(`{"seed":1}`), nil); err != nil && transportFailed(err) || err == nil && res == nil {
 			t.Fatalf("fast path %v: the call after the deep answer: %v, %v", fast, res, err)
 		}
+	}
+}
+
+// TestPlainTextResultTakesTextResults: the text results of most tools are decoded by
+// plainTextResult (decodesLikeTheSDK checks it gives the SDK's value), and what it cannot read as
+// the SDK's library does goes on to that library.
+func TestPlainTextResultTakesTextResults(t *testing.T) {
+	takes := []string{
+		`{"content":[{"type":"text","text":"hello"}]}`,
+		`{"content":[{"text":"hello","type":"text"}],"isError":true}`,
+		` { "isError" : false , "content" : [ { "type" : "text" , "text" : "" } , {"type":"text","text":"b"} ] } `,
+		`{"content":[{"type":"text","text":"{\"target\":\"shelf\",\"speed\":0.5}"}]}`,
+		`{"content":[{"type":"text","text":"\u00e9\u2028\ud83d\ude00 \b\f\n\r\t\/\\ é😀"}]}`,
+		`{"content":[{"type":"text","text":"a"}],"_meta":{"io.x/server":{"name":"n","version":"1"}}}`,
+		`{"content":[]}`,
+		`{"content":[{"type":"text","text":"a"}],"structuredContent":{}}`,
+		`{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"echo","version":"1"}},"content":[{"type":"text","text":"{\"target\":\"shelf\",\"speed\":0.5}"}],"structuredContent":{"target":"shelf","speed":0.5},"resultType":"complete"}`,
+		`{"content":[],"resultType":"input_required","requestState":"s1","structuredContent":[1,"a",null,{"b":[true,1e300]}]}`,
+	}
+	for _, c := range takes {
+		if _, ok := plainTextResult([]byte(c)); !ok {
+			t.Errorf("plainTextResult left %s to the SDK's library", c)
+		}
+	}
+	leaves := []string{
+		`{"content":[{"type":"text","text":"\ud83d"}]}`,
+		`{"content":[{"type":"text","text":"\ude00\ud83d"}]}`,
+		"{\"content\":[{\"type\":\"text\",\"text\":\"\xff\xfe\"}]}",
+		"{\"content\":[{\"type\":\"text\",\"text\":\"a\x00b\"}]}",
+		`{"content":[{"type":"text","text":"a","text":"b"}]}`,
+		`{"content":[{"type":"text","text":"a"}],"isError":true,"isError":false}`,
+		`{"content":[{"type":"text","text":"a","annotations":{}}]}`,
+		`{"content":[{"type":"image","data":"","mimeType":"x"}]}`,
+		`{"content":[{"type":"text","text":"a"}]} x`,
+		`{"isError":true}`,
+		`{"content":[],"resultType":"other"}`,
+		`{"content":[],"resultType":""}`,
+		`{"content":[],"structuredContent":{"a":}}`,
+		`{"content":[],"structuredContent":1,"structuredContent":2}`,
+		`{"content":[],"inputRequests":{}}`,
+	}
+	for _, c := range leaves {
+		if res, ok := plainTextResult([]byte(c)); ok {
+			t.Errorf("plainTextResult took %s (as %#v)", c, res)
+		}
+	}
+}
+
+// plainIDCases are ids of answers; the seeds of FuzzPlainIDIsEncodingJSON.
+var plainIDCases = []string{
+	"0", "7", "00", "01", "-1", "1.0", "1e3", "123456789012345", "999999999999999", "1234567890123456",
+	"9007199254740993", `""`, `"a"`, `"a\"b"`, `"é"`, `"\u0041"`, `"a b"`, `"a`, `a"`, " 7", "7 ", "null", "true",
+}
+
+// FuzzPlainIDIsEncodingJSON: the ids plainID decodes, it decodes to what encoding/json gives an
+// any.
+func FuzzPlainIDIsEncodingJSON(f *testing.F) {
+	for _, c := range plainIDCases {
+		f.Add(c)
+	}
+	f.Fuzz(func(t *testing.T, c string) {
+		got, ok := plainID([]byte(c))
+		if !ok {
+			return
+		}
+		var want any
+		if err := json.Unmarshal([]byte(c), &want); err != nil {
+			t.Fatalf("plainID(%s) = %#v; encoding/json: %v", c, got, err)
+		}
+		if got != want {
+			t.Fatalf("plainID(%s) = %#v; encoding/json %#v", c, got, want)
+		}
+	})
+}
+
+func TestPlainIDTakesTheGatewaysIDs(t *testing.T) {
+	for _, c := range []string{"0", "7", "999999999999999", `"a"`, `"req-12"`} {
+		if _, ok := plainID([]byte(c)); !ok {
+			t.Errorf("plainID left %s to encoding/json", c)
+		}
+	}
+	for _, c := range []string{"00", "-1", "1.0", "1e3", "1234567890123456", `"\u0041"`, `"é"`, " 7"} {
+		if v, ok := plainID([]byte(c)); ok {
+			t.Errorf("plainID took %s as %#v", c, v)
+		}
+	}
+}
+
+// BenchmarkDecodeResult: a text result decoded by plainTextResult, and by the SDK's library as
+// every result was before it (the wire form, then the SDK's types).
+func BenchmarkDecodeResult(b *testing.B) {
+	for _, c := range []struct{ name, data string }{
+		{"text", `{"content":[{"type":"text","text":"hello, robot"}]}`},
+		{"json_text", `{"content":[{"type":"text","text":"{\"target\":\"shelf\",\"speed\":0.5}"}],"_meta":{"io.x/server":{"name":"echo","version":"1"}}}`},
+	} {
+		data := []byte(c.data)
+		b.Run(c.name+"/plain", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := decodeCallToolResult(data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.name+"/wire_form", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var w wireResult
+				if _, err := segjson.Parse(data, &w, sdkParseFlags); err != nil {
+					b.Fatal(err)
+				}
+				if _, ok := w.result(); !ok {
+					b.Fatal("not decoded")
+				}
+			}
+		})
 	}
 }

@@ -284,9 +284,11 @@ func decodeMessage(msg []byte) (jsonrpc.Message, error) {
 	}
 	var id jsonrpc.ID
 	if s.has(memberID) {
-		var v any
-		if err := json.Unmarshal(part(memberID), &v); err != nil {
-			return nil, err
+		v, ok := plainID(part(memberID))
+		if !ok {
+			if err := json.Unmarshal(part(memberID), &v); err != nil {
+				return nil, err
+			}
 		}
 		var err error
 		if id, err = jsonrpc.MakeID(v); err != nil {
@@ -319,4 +321,30 @@ func decodeMessage(msg []byte) (jsonrpc.Message, error) {
 		resp.Error = &wire
 	}
 	return resp, nil
+}
+
+// plainID decodes the ids a call's answer carries, as encoding/json decodes them into an any:
+// a whole number of at most 15 digits (float64, exact) or a string of printable ASCII without
+// escapes. ok is false for any other id, which encoding/json then decodes.
+func plainID(b []byte) (any, bool) {
+	if len(b) == 0 {
+		return nil, false
+	}
+	if b[0] == '"' {
+		if s, rest, ok := plainString(b); ok && len(rest) == 0 {
+			return s, true
+		}
+		return nil, false
+	}
+	if len(b) > 15 || (b[0] == '0' && len(b) > 1) {
+		return nil, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return nil, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return float64(n), true
 }
