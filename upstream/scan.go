@@ -61,9 +61,16 @@ type scan struct {
 	dup      bool // a member appeared twice
 	id       []byte
 	idTooBig bool
+	// idRoom holds the id while it is short, as the gateway's own ids are (16 digits): no
+	// allocation for it.
+	idRoom [24]byte
 }
 
-func newScan() *scan { return &scan{member: -1} }
+func newScan() *scan {
+	s := &scan{member: -1}
+	s.id = s.idRoom[:0]
+	return s
+}
 
 func (s *scan) feed(p []byte) {
 	for i, b := range p {
