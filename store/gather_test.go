@@ -45,7 +45,6 @@ func TestLeaderGathersTheCallsReadyToRun(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	runtime.GOMAXPROCS(2)
 	if failed.Load() > 0 {
 		t.Fatalf("%d followers' appends failed", failed.Load())
 	}

@@ -70,6 +70,9 @@ func decodeCallToolResult(data []byte) (*mcp.CallToolResult, error) {
 	if res, ok := plainTextResult(data); ok {
 		return res, nil
 	}
+	if tooDeep(data, sdkMaxDepth) {
+		return decodeBySDK(data) // for the SDK's error
+	}
 	var w wireResult
 	if _, err := segjson.Parse(data, &w, sdkParseFlags); err != nil || w.InputRequests != nil {
 		return decodeBySDK(data)
@@ -381,6 +384,9 @@ func plainTextResult(data []byte) (*mcp.CallToolResult, bool) {
 			if !once(&seenStructured) {
 				return nil, false
 			}
+			if !shallow(b, plainStructuredDepth) {
+				return nil, false
+			}
 			var v any // here, so that only a result with structured content puts it on the heap
 			var err error
 			if b, err = segjson.Parse(b, &v, sdkParseFlags); err != nil {
@@ -427,6 +433,82 @@ func plainTextResult(data []byte) (*mcp.CallToolResult, bool) {
 	res.IsError = isError
 	res.RequestState = requestState
 	return res, true
+}
+
+// sdkMaxDepth is the nesting the SDK refuses a message beyond, before it decodes it; its JSON
+// library has no bound of its own.
+const sdkMaxDepth = 1000
+
+// tooDeep reports whether data nests more than limit arrays and objects, counted as the SDK
+// counts them: over all of data, brackets in strings left out.
+func tooDeep(data []byte, limit int) bool {
+	depth, inStr, esc := 0, false, false
+	for _, c := range data {
+		if inStr {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+		case '{', '[':
+			if depth++; depth > limit {
+				return true
+			}
+		case '}', ']':
+			if depth > 0 {
+				depth--
+			}
+		}
+	}
+	return false
+}
+
+// plainStructuredDepth bounds the nesting of the structured content plainTextResult hands to
+// the SDK's library alone: the SDK refuses a result nested deeper than 1000 levels before it
+// decodes it, and the library by itself has no bound.
+const plainStructuredDepth = 512
+
+// shallow reports whether the JSON value at the start of b nests at most limit arrays and
+// objects deep. It reads only up to where the value ends (or up to limit+1 levels).
+func shallow(b []byte, limit int) bool {
+	depth, inStr := 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inStr {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+		case '[', '{':
+			if depth++; depth > limit {
+				return false
+			}
+		case ']', '}':
+			if depth--; depth <= 0 {
+				return true
+			}
+		case ',':
+			if depth == 0 {
+				return true
+			}
+		}
+	}
+	return true
 }
 
 // textBlocks decodes a list of text blocks ({"type":"text","text":...}, in either order, both

@@ -814,6 +814,9 @@ var decodeCases = []string{
 	`{"content":[],"structuredContent":{"a":1,"a":2,"\u00e9":"\ud800"}}`,
 	`{"content":[],"structuredContent":1,"structuredContent":2}`,
 	`{"content":[],"requestState":"a\nb","resultType":"complete","isError":false}`,
+	`{"content":[],"structuredContent":` + strings.Repeat("[", 999) + strings.Repeat("]", 999) + `}`,
+	`{"content":[],"structuredContent":` + strings.Repeat(`{"a":`, 1000) + "1" + strings.Repeat("}", 1000) + `}`,
+	`{"content":[],"structuredContent":` + strings.Repeat("[", 511) + `"]]]\"[[["` + strings.Repeat("]", 511) + `}`,
 }
 
 func TestFastPathDecodesLikeTheSDK(t *testing.T) {
