@@ -559,37 +559,14 @@ func BenchmarkHotPath(b *testing.B) {
 	for _, fast := range []bool{true, false} {
 		b.Run(fmt.Sprintf("fast_path=%v", fast), func(b *testing.B) {
 			g, _, _ := fastGateway(b, fast)
-			h := g.Handler(nil)
-			w := &benchWriter{h: http.Header{}}
-			req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-			req.Header.Set("Mcp-Protocol-Version", fastVersion)
-			send := func(body string) {
-				req.Body, req.ContentLength = &rewindBody{data: []byte(body)}, int64(len(body))
-				w.reset()
-				h.ServeHTTP(w, req)
-			}
-			send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"` + fastVersion + `","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
-			sid := w.h.Get("Mcp-Session-Id")
-			if sid == "" {
-				b.Fatalf("initialize: %d %s", w.code, w.body.String())
-			}
-			req.Header.Set("Mcp-Session-Id", sid)
-			send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-			body := &rewindBody{data: []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo__say","arguments":{"target":"shelf","speed":0.5}}}`)}
-			req.ContentLength = int64(len(body.data))
-			want := `"id":7,"result":{"content":[{"type":"text","text":"{\"target\":\"shelf\",\"speed\":0.5}"}]`
+			call, w := benchSession(b, g.Handler(nil))
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				body.at = 0
-				req.Body = body
-				w.reset()
-				h.ServeHTTP(w, req)
+				call()
 			}
 			b.StopTimer()
-			if !strings.Contains(w.body.String(), want) {
+			if !strings.Contains(w.body.String(), benchWant) {
 				b.Fatalf("answer: %d %s", w.code, w.body.String())
 			}
 			if served := g.fast.served.Load(); fast != (served > 0) {
@@ -597,6 +574,41 @@ func BenchmarkHotPath(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchWant is in the answer to benchSession's call.
+const benchWant = `"id":7,"result":{"content":[{"type":"text","text":"{\"target\":\"shelf\",\"speed\":0.5}"}]`
+
+// benchSession opens a session on h as a client does (initialize, then initialized) and returns
+// call, which serves that session's tools/call of echo__say again, and the writer its answer is
+// in until the next call.
+func benchSession(tb testing.TB, h http.Handler) (call func(), w *benchWriter) {
+	tb.Helper()
+	w = &benchWriter{h: http.Header{}}
+	req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", fastVersion)
+	send := func(body string) {
+		req.Body, req.ContentLength = &rewindBody{data: []byte(body)}, int64(len(body))
+		w.reset()
+		h.ServeHTTP(w, req)
+	}
+	send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"` + fastVersion + `","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+	sid := w.h.Get("Mcp-Session-Id")
+	if sid == "" {
+		tb.Fatalf("initialize: %d %s", w.code, w.body.String())
+	}
+	req.Header.Set("Mcp-Session-Id", sid)
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	body := &rewindBody{data: []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo__say","arguments":{"target":"shelf","speed":0.5}}}`)}
+	req.ContentLength = int64(len(body.data))
+	return func() {
+		body.at = 0
+		req.Body = body
+		w.reset()
+		h.ServeHTTP(w, req)
+	}, w
 }
 
 // BenchmarkHotPathParallel is BenchmarkHotPath's fast path with eight callers at once, each in
@@ -610,34 +622,16 @@ func BenchmarkHotPathParallel(b *testing.B) {
 		records.Add(int64(n))
 	}})
 	h := g.Handler(nil)
-	const want = `"id":7,"result":{"content":[{"type":"text","text":"{\"target\":\"shelf\",\"speed\":0.5}"}]`
 	var wrong atomic.Value
 	b.SetParallelism(max(1, 8/runtime.GOMAXPROCS(0)))
 	b.ReportAllocs()
 	b.ResetTimer()
 	c0, r0 := commits.Load(), records.Load()
 	b.RunParallel(func(pb *testing.PB) {
-		w := &benchWriter{h: http.Header{}}
-		req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", fastVersion)
-		send := func(body string) {
-			req.Body, req.ContentLength = &rewindBody{data: []byte(body)}, int64(len(body))
-			w.reset()
-			h.ServeHTTP(w, req)
-		}
-		send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"` + fastVersion + `","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
-		req.Header.Set("Mcp-Session-Id", w.h.Get("Mcp-Session-Id"))
-		send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-		body := &rewindBody{data: []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo__say","arguments":{"target":"shelf","speed":0.5}}}`)}
-		req.ContentLength = int64(len(body.data))
+		call, w := benchSession(b, h)
 		for pb.Next() {
-			body.at = 0
-			req.Body = body
-			w.reset()
-			h.ServeHTTP(w, req)
-			if !strings.Contains(w.body.String(), want) {
+			call()
+			if !strings.Contains(w.body.String(), benchWant) {
 				wrong.CompareAndSwap(nil, fmt.Sprintf("%d %s", w.code, w.body.String()))
 			}
 		}

@@ -6,12 +6,12 @@ import (
 	"errors"
 	"io"
 	"sync"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-gateway/mcp-gateway/internal/strictjson"
 )
 
 // A tools/call result is decoded once, into the same *mcp.CallToolResult the SDK's client
@@ -397,14 +397,14 @@ func plainTextResult(data []byte) (*mcp.CallToolResult, bool) {
 			if !once(&seenType) {
 				return nil, false
 			}
-			if resultType, b, ok = textString(b); !ok || (resultType != "complete" && resultType != "input_required") {
+			if resultType, b, ok = strictjson.String(b); !ok || (resultType != "complete" && resultType != "input_required") {
 				return nil, false
 			}
 		case "requestState":
 			if !once(&seenState) {
 				return nil, false
 			}
-			if requestState, b, ok = textString(b); !ok {
+			if requestState, b, ok = strictjson.String(b); !ok {
 				return nil, false
 			}
 		default:
@@ -547,7 +547,7 @@ func textBlocks(b []byte) (out []mcp.Content, rest []byte, ok bool) {
 				b = b[6:]
 			case string(key) == "text" && !texted:
 				texted = true
-				if text, b, ok = textString(b); !ok {
+				if text, b, ok = strictjson.String(b); !ok {
 					return nil, nil, false
 				}
 			default:
@@ -579,123 +579,4 @@ func textBlocks(b []byte) (out []mcp.Content, rest []byte, ok bool) {
 			return nil, nil, false
 		}
 	}
-}
-
-// textString decodes the JSON string at the start of b: UTF-8 and JSON's escapes, a surrogate
-// pair included. ok is false for what is not a string and for what the SDK's library might read
-// otherwise than encoding/json: a control character, bytes that are not UTF-8, half a pair.
-func textString(b []byte) (s string, rest []byte, ok bool) {
-	if len(b) == 0 || b[0] != '"' {
-		return "", nil, false
-	}
-	i, ascii := 1, true
-	for ; i < len(b); i++ {
-		c := b[i]
-		if c == '"' {
-			if !ascii && !utf8.Valid(b[1:i]) {
-				return "", nil, false
-			}
-			return string(b[1:i]), b[i+1:], true
-		}
-		if c == '\\' {
-			break
-		}
-		if c < 0x20 {
-			return "", nil, false
-		}
-		if c >= 0x80 {
-			ascii = false
-		}
-	}
-	if i == len(b) {
-		return "", nil, false
-	}
-	// An escape: decode from here on into a buffer as long as the string's raw bytes, which
-	// is at least what they decode to.
-	end := i
-	for end < len(b) && b[end] != '"' {
-		if b[end] == '\\' {
-			end++
-		}
-		end++
-	}
-	buf := make([]byte, i-1, min(end, len(b)))
-	copy(buf, b[1:i])
-	for i < len(b) {
-		c := b[i]
-		switch {
-		case c == '"':
-			if !ascii && !utf8.Valid(buf) {
-				return "", nil, false
-			}
-			return string(buf), b[i+1:], true
-		case c < 0x20:
-			return "", nil, false
-		case c != '\\':
-			if c >= 0x80 {
-				ascii = false
-			}
-			buf = append(buf, c)
-			i++
-			continue
-		}
-		if i+1 >= len(b) {
-			return "", nil, false
-		}
-		switch b[i+1] {
-		case '"', '\\', '/':
-			buf = append(buf, b[i+1])
-		case 'b':
-			buf = append(buf, '\b')
-		case 'f':
-			buf = append(buf, '\f')
-		case 'n':
-			buf = append(buf, '\n')
-		case 'r':
-			buf = append(buf, '\r')
-		case 't':
-			buf = append(buf, '\t')
-		case 'u':
-			r, ok := hex4(b, i+2)
-			if !ok {
-				return "", nil, false
-			}
-			i += 6
-			if utf16.IsSurrogate(r) {
-				r2, ok := hex4(b, i+2)
-				if !ok || r >= 0xdc00 || i+1 >= len(b) || b[i] != '\\' || b[i+1] != 'u' || r2 < 0xdc00 || r2 > 0xdfff {
-					return "", nil, false
-				}
-				r = utf16.DecodeRune(r, r2)
-				i += 6
-			}
-			buf = utf8.AppendRune(buf, r)
-			continue
-		default:
-			return "", nil, false
-		}
-		i += 2
-	}
-	return "", nil, false
-}
-
-// hex4 reads four hex digits at b[i:].
-func hex4(b []byte, i int) (rune, bool) {
-	if i < 0 || i+4 > len(b) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[i : i+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
 }

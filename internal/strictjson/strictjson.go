@@ -455,6 +455,69 @@ func (s *Scanner) escape(j int) int {
 	return j + 6
 }
 
+// String reads the JSON string at the start of b as this package accepts one (valid UTF-8, no
+// control character, every escape whole, no half of a UTF-16 surrogate pair) and returns its
+// text and the bytes after it; ok is false for anything else. A string without escapes costs
+// one copy; one with escapes is decoded as a key is (decode).
+func String(b []byte) (s string, rest []byte, ok bool) {
+	if len(b) == 0 || b[0] != '"' {
+		return "", nil, false
+	}
+	escaped, ascii := false, true
+	for i := 1; i < len(b); {
+		switch c := b[i]; {
+		case c == '"':
+			raw := b[1:i]
+			if !ascii && !utf8.Valid(raw) {
+				return "", nil, false
+			}
+			if escaped {
+				return string(decode(make([]byte, 0, len(raw)), raw)), b[i+1:], true
+			}
+			return string(raw), b[i+1:], true
+		case c < 0x20:
+			return "", nil, false
+		case c == '\\':
+			n, ok := escapeLen(b, i)
+			if !ok {
+				return "", nil, false
+			}
+			escaped, i = true, i+n
+			continue
+		case c >= 0x80:
+			ascii = false
+		}
+		i++
+	}
+	return "", nil, false
+}
+
+// escapeLen is the length of the escape at data[j] (a backslash) that the scanner accepts: a
+// single character, a \u escape outside the surrogates, or a whole surrogate pair.
+func escapeLen(data []byte, j int) (int, bool) {
+	if j+1 >= len(data) {
+		return 0, false
+	}
+	switch data[j+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return 2, true
+	case 'u':
+	default:
+		return 0, false
+	}
+	r, ok := hex4(data, j+2)
+	switch {
+	case !ok || (utf16.IsSurrogate(r) && r >= 0xdc00):
+		return 0, false
+	case !utf16.IsSurrogate(r):
+		return 6, true
+	}
+	if r2, ok := hex4(data, j+8); ok && data[j+6] == '\\' && data[j+7] == 'u' && r2 >= 0xdc00 && r2 <= 0xdfff {
+		return 12, true
+	}
+	return 0, false
+}
+
 // hex4 reads four hex digits at data[i:].
 func hex4(data []byte, i int) (rune, bool) {
 	if i+4 > len(data) {
