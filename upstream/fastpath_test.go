@@ -1355,7 +1355,8 @@ func TestPlainTextResultTakesTextResults(t *testing.T) {
 // plainIDCases are ids of answers; the seeds of FuzzPlainIDIsEncodingJSON.
 var plainIDCases = []string{
 	"0", "7", "00", "01", "-1", "1.0", "1e3", "123456789012345", "999999999999999", "1234567890123456",
-	"9007199254740993", `""`, `"a"`, `"a\"b"`, `"é"`, `"\u0041"`, `"a b"`, `"a`, `a"`, " 7", "7 ", "null", "true",
+	"9007199254740993", "1125899906842625", "9007199254740991", "9007199254740992", "12345678901234567",
+	`""`, `"a"`, `"a\"b"`, `"é"`, `"\u0041"`, `"a b"`, `"a`, `a"`, " 7", "7 ", "null", "true",
 }
 
 // FuzzPlainIDIsEncodingJSON: the ids plainID decodes, it decodes to what encoding/json gives an
@@ -1379,13 +1380,20 @@ func FuzzPlainIDIsEncodingJSON(f *testing.F) {
 	})
 }
 
+// TestPlainIDTakesTheGatewaysIDs: the ids of the gateway's own calls, as fastCalls numbers them,
+// and the SDK's, are read without encoding/json; numbers it could not hold exactly, or written
+// another way, are left to it.
 func TestPlainIDTakesTheGatewaysIDs(t *testing.T) {
-	for _, c := range []string{"0", "7", "999999999999999", `"a"`, `"req-12"`} {
+	ids := []string{"0", "7", "999999999999999", `"a"`, `"req-12"`}
+	for _, n := range []int64{1, 2, 1 << 20, 1<<53 - 1 - fastIDBase} {
+		ids = append(ids, strconv.FormatInt(fastIDBase+n, 10))
+	}
+	for _, c := range ids {
 		if _, ok := plainID([]byte(c)); !ok {
 			t.Errorf("plainID left %s to encoding/json", c)
 		}
 	}
-	for _, c := range []string{"00", "-1", "1.0", "1e3", "1234567890123456", `"\u0041"`, `"é"`, " 7"} {
+	for _, c := range []string{"00", "-1", "1.0", "1e3", "9007199254740992", "12345678901234567", `"\u0041"`, `"é"`, " 7"} {
 		if v, ok := plainID([]byte(c)); ok {
 			t.Errorf("plainID took %s as %#v", c, v)
 		}

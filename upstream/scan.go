@@ -331,8 +331,9 @@ func decodeMessage(msg []byte) (jsonrpc.Message, error) {
 }
 
 // plainID decodes the ids a call's answer carries, as encoding/json decodes them into an any:
-// a whole number of at most 15 digits (float64, exact) or a string of printable ASCII without
-// escapes. ok is false for any other id, which encoding/json then decodes.
+// a whole number of at most 16 digits below 2^53 (float64, exact), which takes every id of the
+// gateway's own calls (fastIDBase + n), or a string of printable ASCII without escapes. ok is
+// false for any other id, which encoding/json then decodes.
 func plainID(b []byte) (any, bool) {
 	if len(b) == 0 {
 		return nil, false
@@ -343,7 +344,7 @@ func plainID(b []byte) (any, bool) {
 		}
 		return nil, false
 	}
-	if len(b) > 15 || (b[0] == '0' && len(b) > 1) {
+	if len(b) > 16 || (b[0] == '0' && len(b) > 1) {
 		return nil, false
 	}
 	var n int64
@@ -352,6 +353,9 @@ func plainID(b []byte) (any, bool) {
 			return nil, false
 		}
 		n = n*10 + int64(c-'0')
+	}
+	if n >= 1<<53 {
+		return nil, false
 	}
 	return float64(n), true
 }
