@@ -562,9 +562,7 @@ func (st *sseStream) answer(id jsonrpc.ID, res *mcp.CallToolResult, err error) {
 	defer putBuf(b)
 	b.WriteString("event: message\ndata: ")
 	b.WriteString(`{"jsonrpc":"2.0","id":`)
-	if wirejson.Append(b, id.Raw()) != nil {
-		return
-	}
+	appendID(b, id)
 	if err != nil {
 		b.WriteString(`,"error":`)
 		if wirejson.Append(b, rpcErrorOf(err)) != nil {
@@ -635,9 +633,7 @@ func writeDuplicate(w http.ResponseWriter, id jsonrpc.ID) {
 	b := eventBufs.Get().(*bytes.Buffer)
 	defer putBuf(b)
 	b.WriteString(`{"jsonrpc":"2.0","id":`)
-	if wirejson.Append(b, id.Raw()) != nil {
-		return
-	}
+	appendID(b, id)
 	b.WriteString(`,"error":`)
 	if wirejson.Append(b, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("duplicate in-flight request ID %v", id.Raw())}) != nil {
 		return

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-gateway/mcp-gateway/internal/wirejson"
@@ -171,4 +172,19 @@ func resultTypeOf(res *mcp.CallToolResult) string {
 		return "?"
 	}
 	return reflect.ValueOf(res).Elem().Field(resultTypeField).String()
+}
+
+// appendID writes a JSON-RPC id as wirejson.Append writes id.Raw(): a number (the SDK's ids are
+// int64) or a string, without HTML escapes. An id of no value (a notification's) is null.
+func appendID(b *bytes.Buffer, id jsonrpc.ID) {
+	switch v := id.Raw().(type) {
+	case int64:
+		b.Write(strconv.AppendInt(b.AvailableBuffer(), v, 10))
+	case string:
+		b.Write(wirejson.AppendString(b.AvailableBuffer(), v, false))
+	default:
+		if wirejson.Append(b, v) != nil {
+			b.WriteString("null")
+		}
+	}
 }

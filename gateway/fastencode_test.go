@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	segjson "github.com/segmentio/encoding/json"
 
@@ -249,4 +250,33 @@ func BenchmarkResultEncoding(b *testing.B) {
 			})
 		}
 	}
+}
+
+// FuzzAppendIDEncodesAsTheSDK: an answer's id is written as wirejson.Append writes id.Raw(),
+// for any id a client can send: a whole number, or any string.
+func FuzzAppendIDEncodesAsTheSDK(f *testing.F) {
+	for _, s := range append([]string{"7", "-1", "9007199254740993", "1125899906842625"}, plainStrings...) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ids := []any{s}
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			ids = append(ids, float64(n)) // as a JSON number is read
+		}
+		for _, raw := range ids {
+			id, err := jsonrpc.MakeID(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want bytes.Buffer
+			if err := wirejson.Append(&want, id.Raw()); err != nil {
+				t.Fatal(err)
+			}
+			got := bytes.NewBufferString("x")
+			appendID(got, id)
+			if got.String()[1:] != want.String() {
+				t.Fatalf("appendID(%#v) wrote %s, wirejson.Append %s", raw, got.String()[1:], want.String())
+			}
+		}
+	})
 }
