@@ -13,6 +13,12 @@ func Log(logger *slog.Logger) Step {
 		return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
 			out := next.Handle(ctx, c)
 			level := slog.LevelDebug
+			if out.Kind != "" {
+				level = slog.LevelInfo
+			}
+			if !logger.Enabled(ctx, level) {
+				return out // nothing built for a line nobody reads
+			}
 			attrs := []slog.Attr{
 				slog.String("call", c.ID),
 				slog.String("tool", c.Name),
@@ -23,12 +29,9 @@ func Log(logger *slog.Logger) Step {
 				attrs = append(attrs, slog.String("server", c.Tool.Server))
 			}
 			if out.Kind != "" {
-				level = slog.LevelInfo
 				attrs = append(attrs, slog.String("reason", out.Reason))
 			}
-			if logger.Enabled(ctx, level) {
-				logger.LogAttrs(ctx, level, "tool call", attrs...)
-			}
+			logger.LogAttrs(ctx, level, "tool call", attrs...)
 			return out
 		})
 	}
