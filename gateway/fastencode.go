@@ -174,8 +174,8 @@ func resultTypeOf(res *mcp.CallToolResult) string {
 	return reflect.ValueOf(res).Elem().Field(resultTypeField).String()
 }
 
-// appendID writes a JSON-RPC id as wirejson.Append writes id.Raw(): a number (the SDK's ids are
-// int64) or a string, without HTML escapes. An id of no value (a notification's) is null.
+// appendID writes a JSON-RPC id as wirejson.Append writes id.Raw(), which is an int64, a string
+// or, for the zero ID (a notification's), nil: a number, a string without HTML escapes, or null.
 func appendID(b *bytes.Buffer, id jsonrpc.ID) {
 	switch v := id.Raw().(type) {
 	case int64:
@@ -183,8 +183,6 @@ func appendID(b *bytes.Buffer, id jsonrpc.ID) {
 	case string:
 		b.Write(wirejson.AppendString(b.AvailableBuffer(), v, false))
 	default:
-		if wirejson.Append(b, v) != nil {
-			b.WriteString("null")
-		}
+		b.WriteString("null")
 	}
 }

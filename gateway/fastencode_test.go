@@ -253,12 +253,16 @@ func BenchmarkResultEncoding(b *testing.B) {
 }
 
 // FuzzAppendIDEncodesAsTheSDK: an answer's id is written as wirejson.Append writes id.Raw(),
-// for any id a client can send: a whole number, or any string.
+// for any id a client can send: a whole number, or any string; the zero ID as null.
 func FuzzAppendIDEncodesAsTheSDK(f *testing.F) {
 	for _, s := range append([]string{"7", "-1", "9007199254740993", "1125899906842625"}, plainStrings...) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		zero := bytes.NewBufferString("x")
+		if appendID(zero, jsonrpc.ID{}); zero.String() != "xnull" {
+			t.Fatalf("appendID of the zero ID wrote %s, want null", zero.String()[1:])
+		}
 		ids := []any{s}
 		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 			ids = append(ids, float64(n)) // as a JSON number is read
