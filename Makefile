@@ -38,6 +38,8 @@ test: node-deps
 	$(GO) test -race -count=1 -timeout 20m ./...
 	# Allocation counts mean nothing under the race detector: checked once without it.
 	$(GO) test -count=1 -run Allocations ./internal/strictjson
+	# Nor do latencies: the limiter's hit is timed without it too.
+	$(GO) test -count=1 -run '^TestAdmitHitLatency$$' ./limits
 	# The audit record's encoder writes json.Marshal's bytes whichever encoding/json the
 	# toolchain builds: also checked on the one built on encoding/json/v2.
 	GOEXPERIMENT=jsonv2 $(GO) test -count=1 -run 'AppendString|AppendFloat|AppendBody|SealWritesWhatMarshalWrites|AppendCallParamsIsMarshal|PlainResult|PlainValue' ./internal/wirejson ./store ./upstream ./gateway

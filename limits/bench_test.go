@@ -58,7 +58,8 @@ func BenchmarkAdmitHitParallel(b *testing.B) {
 }
 
 // TestAdmitHitLatency measures the p50 of one Admit+Release on an existing key (target 1 µs)
-// and that it allocates nothing.
+// and that it allocates nothing. Under the race detector only the allocations are checked; make
+// test runs it once without the detector for the latency.
 func TestAdmitHitLatency(t *testing.T) {
 	l := benchLimiter(t)
 	r := &Request{Principal: "planner", Roles: []string{"agent"}, Session: "s1", Server: "robot", Tool: "robot__move", Physical: true}
@@ -83,6 +84,9 @@ func TestAdmitHitLatency(t *testing.T) {
 	}
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	t.Logf("Admit+Release of 3 limits: p50 %v, p99 %v", d[n/2], d[n*99/100])
+	if raceEnabled {
+		return // the detector's instrumentation is most of the time (p50 about 8 µs): make test times it without
+	}
 	if d[n/2] > 10*time.Microsecond { // 1 µs is the target; leave room for a loaded CI machine
 		t.Errorf("p50 %v, want well under 1 µs", d[n/2])
 	}
