@@ -166,3 +166,36 @@ guardrails:
 		})
 	}
 }
+
+// A guard's where.when sees only the server's and the tool's names. One that reads more
+// (principal, args, labels) would see them empty and could never apply its guard, so the
+// gateway refuses it where it is written, in check and at start, and starts nothing.
+func TestWhereWhenReadingMoreThanTheToolIsRefused(t *testing.T) {
+	cfg, _ := writeConfig(t, `
+gateway: {listen: "{{listen}}"}
+servers:
+  - name: robot
+    command: "{{sim}}"
+    args: ["-name", "{{marker}}"]
+guardrails:
+  tool_call:
+    - id: planners-no-secrets
+      use: secrets.scan
+      where:
+        when: '"planner" in principal.roles && server == "robot"'
+`)
+	// Both name the guard's entry (line 9) and say what the expression may read.
+	const why = "principal is not known here: this expression can read only server, tool, upstream_tool"
+	for cmd, at := range map[string]string{
+		"check": cfg + ":9: guard planners-no-secrets: where.when: ",
+		"serve": "guard planners-no-secrets: where.when: " + cfg + ":9:",
+	} {
+		out, errOut, code := cli(t, cmd, "-c", cfg)
+		if code == 0 || !strings.Contains(out+errOut, at) || !strings.Contains(out+errOut, why) {
+			t.Errorf("%s: exit %d, want a failure at %q saying %q, got:\n%s%s", cmd, code, at, why, out, errOut)
+		}
+	}
+	if pids := processesWith(marker(t)); len(pids) != 0 {
+		t.Errorf("the refused config started the robot: pids %v", pids)
+	}
+}

@@ -189,12 +189,18 @@ func judgeModel(g config.Guard) (string, int) {
 	return "", g.Line
 }
 
+// whenVariables are what a guard's where.when can read: a guard is placed on a server and tool
+// (at discovery, for tool_definition guards, nothing else of a call exists), so an expression
+// reading principal, args or labels is refused at load instead of seeing them empty and never
+// applying the guard.
+var whenVariables = []string{"server", "tool", "upstream_tool"}
+
 // compileWhen compiles a guard's `where.when` with the policy engine: one allow rule under a
 // deny default, so the guard applies when the expression is true. An expression that cannot be
 // evaluated applies the guard too: skipping it would let content through (fail closed).
 func compileWhen(g config.Guard) (func(ctx context.Context, server, tool string) bool, error) {
 	engine, err := policies.Compile([]policies.Rule{{ID: "guard " + g.ID + " where.when", Effect: policies.Allow, When: g.Where.When, File: g.File, Line: g.Line}},
-		policies.Options{Default: policies.Deny})
+		policies.Options{Default: policies.Deny, Variables: whenVariables})
 	if err != nil {
 		return nil, fmt.Errorf("guard %s: where.when: %w", g.ID, err)
 	}

@@ -3,6 +3,7 @@ package policies
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -29,7 +30,7 @@ func Compile(rules []Rule, opts Options) (*Engine, error) {
 	// idle resident memory (docs/benchmarks.md, "Idle RSS"). The adapter is only read when a
 	// rule resolves a variable.
 	if len(rules) > 0 {
-		env, err := newEnv()
+		env, err := newEnv(c.opts.Variables)
 		if err != nil {
 			return nil, fmt.Errorf("policies: building the CEL environment: %w", err)
 		}
@@ -127,7 +128,7 @@ func (c *compiler) rule(env *cel.Env, r *Rule, seen map[string]*Rule) (compiledR
 	checked, iss := env.Compile(r.When)
 	if iss.Err() != nil {
 		for _, err := range iss.Errors() {
-			c.problem(r, r.offsetOf(err.Location), "%s", err.Message)
+			c.problem(r, r.offsetOf(err.Location), "%s", c.explain(err.Message))
 		}
 		return compiledRule{}, false
 	}
@@ -159,6 +160,20 @@ func (c *compiler) rule(env *cel.Env, r *Rule, seen map[string]*Rule) (compiledR
 		return compiledRule{}, false
 	}
 	return compiledRule{Rule: *r, prg: prg, enforce: r.mode() == Enforce}, true
+}
+
+// explain rewords the checker's message for a variable of SPEC.md §8 that Options.Variables
+// leaves out: to CEL it is undeclared, to the person who wrote it a name the rules know.
+func (c *compiler) explain(msg string) string {
+	name, ok := strings.CutPrefix(msg, "undeclared reference to '")
+	if !ok || c.opts.Variables == nil {
+		return msg
+	}
+	name, _, _ = strings.Cut(name, "'")
+	if !slices.Contains(variableNames, name) || slices.Contains(c.opts.Variables, name) {
+		return msg
+	}
+	return fmt.Sprintf("%s is not known here: this expression can read only %s", name, strings.Join(c.opts.Variables, ", "))
 }
 
 // hasComprehension reports whether the expression loops (all, exists, exists_one, map, filter).

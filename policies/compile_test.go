@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -169,6 +170,51 @@ func TestCompileOptions(t *testing.T) {
 	_, err = Compile([]Rule{{ID: "always-over", Effect: Deny, When: `[1,2,3,4,5,6,7,8,9,10].map(x, [1,2,3,4,5,6,7,8,9,10].map(y, x + y)).size() > 0`}}, Options{CostLimit: 50})
 	if err == nil || !strings.Contains(err.Error(), "above the runtime cost limit of 50") {
 		t.Errorf("a rule that always exceeds the limit: %v", err)
+	}
+}
+
+// Options.Variables refuses every read of a variable outside it, where it is written; a
+// function, a loop's own variable and a type's name are not variables.
+func TestVariablesBoundWhatARuleReads(t *testing.T) {
+	only := []string{"server", "tool", "upstream_tool"}
+	for _, when := range []string{
+		`server == "robot" && tool.startsWith("robot__")`,
+		`["move", "grip"].exists(x, upstream_tool == x) && size(tool) > 0`,
+		`glob("robot__*", tool) || type(server) == string`,
+	} {
+		e, err := Compile([]Rule{{ID: "g", Effect: Allow, When: when}}, Options{Default: Deny, Variables: only})
+		if err != nil {
+			t.Errorf("%s: %v", when, err)
+			continue
+		}
+		if d := e.Evaluate(t.Context(), &Input{Server: "robot", Tool: "robot__move", UpstreamTool: "move"}); d.Effect != Allow || len(d.Errors) > 0 {
+			t.Errorf("%s: %+v", when, d)
+		}
+	}
+	const when = `server == "robot" && ("planner" in principal.roles || has(args.speed) || principal.id == "x" || labels.untrusted)`
+	_, err := Compile([]Rule{{ID: "g", Effect: Allow, When: when, Line: 7, Column: 9}}, Options{Variables: only})
+	var ps *Problems
+	if !errors.As(err, &ps) {
+		t.Fatalf("a rule reading principal, args and labels: %v", err)
+	}
+	var got []string
+	for _, p := range ps.List {
+		got = append(got, fmt.Sprintf("%d:%d %s", p.Line, p.Column, p.Msg))
+	}
+	want := []string{
+		"7:44 principal is not known here: this expression can read only server, tool, upstream_tool",
+		"7:67 args is not known here: this expression can read only server, tool, upstream_tool",
+		"7:82 principal is not known here: this expression can read only server, tool, upstream_tool",
+		"7:105 labels is not known here: this expression can read only server, tool, upstream_tool",
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Without Variables every variable of §8 may be read.
+	if _, err := Compile([]Rule{{ID: "g", Effect: Allow, When: when}}, Options{}); err != nil {
+		t.Errorf("without Variables: %v", err)
 	}
 }
 

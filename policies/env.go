@@ -2,6 +2,7 @@ package policies
 
 import (
 	"path"
+	"slices"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/cost"
@@ -19,12 +20,41 @@ const (
 	countsType    = "RateCounts"
 )
 
-// newEnv declares the variables and helpers of SPEC.md §8. The structured variables are Go
-// structs registered as CEL object types, so a misspelt field (principal.role) is a type error
-// at load rather than a rule that fails at every call.
-func newEnv() (*cel.Env, error) {
+// variables are the rule variables of SPEC.md §8 and their CEL types, in the order they are
+// declared.
+var variables = []struct {
+	name string
+	typ  *cel.Type
+}{
+	{"tool", cel.StringType},
+	{"server", cel.StringType},
+	{"upstream_tool", cel.StringType},
+	{"args", cel.MapType(cel.StringType, cel.DynType)},
+	{"principal", cel.ObjectType(principalType)},
+	{"session", cel.ObjectType(sessionType)},
+	{"tool_meta", cel.ObjectType(toolMetaType)},
+	{"labels", cel.MapType(cel.StringType, cel.BoolType)},
+	{"state", cel.ObjectType(stateType)},
+	{"rate", cel.ObjectType(rateType)},
+	{"now", cel.TimestampType},
+}
+
+// variableNames are the names of variables.
+var variableNames = func() []string {
+	names := make([]string, len(variables))
+	for i, v := range variables {
+		names[i] = v.name
+	}
+	return names
+}()
+
+// newEnv declares the variables and helpers of SPEC.md §8; only the variables named in only
+// when it is not nil (Options.Variables). The structured variables are Go structs registered
+// as CEL object types, so a misspelt field (principal.role) is a type error at load rather than
+// a rule that fails at every call.
+func newEnv(only []string) (*cel.Env, error) {
 	tags := types.ParseStructTags(true)
-	return cel.NewEnv(
+	opts := []cel.EnvOption{
 		cel.OptionalTypes(),
 		cel.Types(
 			cel.NativeTypeFor[Principal](tags, types.NativeTypeAlias(principalType)),
@@ -34,21 +64,16 @@ func newEnv() (*cel.Env, error) {
 			cel.NativeTypeFor[Rate](tags, types.NativeTypeAlias(rateType)),
 			cel.NativeTypeFor[RateCounts](tags, types.NativeTypeAlias(countsType)),
 		),
-		cel.Variable("tool", cel.StringType),
-		cel.Variable("server", cel.StringType),
-		cel.Variable("upstream_tool", cel.StringType),
-		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
-		cel.Variable("principal", cel.ObjectType(principalType)),
-		cel.Variable("session", cel.ObjectType(sessionType)),
-		cel.Variable("tool_meta", cel.ObjectType(toolMetaType)),
-		cel.Variable("labels", cel.MapType(cel.StringType, cel.BoolType)),
-		cel.Variable("state", cel.ObjectType(stateType)),
-		cel.Variable("rate", cel.ObjectType(rateType)),
-		cel.Variable("now", cel.TimestampType),
 		cel.Function("glob",
 			cel.Overload("glob_string_string", []*cel.Type{cel.StringType, cel.StringType}, cel.BoolType,
 				cel.BinaryBinding(glob))),
-	)
+	}
+	for _, v := range variables {
+		if only == nil || slices.Contains(only, v.name) {
+			opts = append(opts, cel.Variable(v.name, v.typ))
+		}
+	}
+	return cel.NewEnv(opts...)
 }
 
 // glob reports whether s matches the shell pattern, with path.Match semantics: `*` and `?` do not

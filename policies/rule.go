@@ -79,6 +79,12 @@ type Options struct {
 	MaxEstimatedCost uint64
 	// Now returns the time a rule sees as `now`; nil means time.Now.
 	Now func() time.Time
+	// Variables, when not nil, are the only variables the rules may read (of those SPEC.md §8
+	// declares): a rule that reads another is refused at load. It is for expressions evaluated
+	// where only part of a call is known, such as a guard's where.when, which sees the server
+	// and tool names alone: there a rule reading principal would see it empty and quietly
+	// decide on nothing.
+	Variables []string
 }
 
 func (r *Rule) mode() string {
