@@ -76,7 +76,7 @@ func Policy(engine *policies.Engine, input PolicyInput, approvals *Approvals, me
 			case policies.Deny:
 				telemetry.Fail(span, string(KindPolicyDenied))
 				span.End()
-				return Refuse(KindPolicyDenied, fmt.Sprintf("policy rule %s denied the call to %s: %s", ruleName(d), c.Name, d.Reason))
+				return Refuse(KindPolicyDenied, withReason(fmt.Sprintf("policy rule %s denied the call to %s", ruleName(d), c.Name), d.Reason))
 			case policies.RequireApproval:
 				if approvals == nil {
 					telemetry.Fail(span, string(KindApprovalDenied))
@@ -141,6 +141,15 @@ func record(ctx context.Context, c *Call, d policies.Decision, m *PolicyMetrics,
 	for _, e := range d.Errors {
 		m.errors.WithLabelValues(e.RuleID).Inc()
 	}
+}
+
+// withReason ends msg with the rule's reason, or says that the rule gives none
+// (reason is optional in a rule).
+func withReason(msg, reason string) string {
+	if reason == "" {
+		return msg + " (the rule gives no reason)"
+	}
+	return msg + ": " + reason
 }
 
 func ruleName(d policies.Decision) string {

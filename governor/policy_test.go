@@ -90,3 +90,37 @@ func TestPolicyStep(t *testing.T) {
 		t.Fatalf("operator records: %v", actions)
 	}
 }
+
+// A rule's reason is optional: a refusal by a rule without one says so instead of ending in a
+// colon, and one that applies because it could not be evaluated says why all the same.
+func TestRefusalOfARuleWithoutAReason(t *testing.T) {
+	engine, err := policies.Compile([]policies.Rule{
+		{ID: "no-reach", Effect: policies.Deny, When: `upstream_tool == "reach"`},
+		{ID: "no-fast", Effect: policies.Deny, When: `args.speed > 1.0`},
+	}, policies.Options{Default: policies.Allow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &fakeServer{do: func(context.Context, string, json.RawMessage) (*mcp.CallToolResult, error) { return ok("done") }}
+	cfg := &config.Server{Name: "arm", CallTimeoutSec: 1}
+	tools := catalog{}
+	for _, name := range []string{"reach", "move"} {
+		tools["arm__"+name] = &Tool{Public: "arm__" + name, Server: "arm", Upstream: name, ServerConfig: cfg, Dispatcher: srv}
+	}
+	input := func(c *Call) *policies.Input {
+		return &policies.Input{Tool: c.Name, Server: c.Tool.Server, UpstreamTool: c.Tool.Upstream, Args: c.Args}
+	}
+	h := Chain(Dispatch(), Resolve(tools), Policy(engine, input, nil, nil, quiet), CheckResult())
+	for _, tt := range []struct{ tool, args, want string }{
+		{"arm__reach", `{"speed":0.5}`, "policy rule no-reach denied the call to arm__reach (the rule gives no reason)"},
+		{"arm__move", `{}`, "policy rule no-fast denied the call to arm__move: rule no-fast could not be evaluated (no such key: speed), so it applies"},
+	} {
+		out := h.Handle(context.Background(), &Call{ID: tt.tool, Name: tt.tool, Args: json.RawMessage(tt.args), Start: time.Now()})
+		if out.Kind != KindPolicyDenied || out.Reason != tt.want {
+			t.Errorf("%s: %s %q\nwant %q", tt.tool, out.Kind, out.Reason, tt.want)
+		}
+	}
+	if srv.calls != 0 {
+		t.Errorf("%d refused calls reached the server", srv.calls)
+	}
+}

@@ -109,7 +109,10 @@ func (e *Engine) Evaluate(ctx context.Context, in *Input) Decision {
 		m := Match{RuleID: r.ID, Effect: r.Effect, Reason: r.Reason}
 		if evalErr != nil {
 			m.ByError = true
-			m.Reason = fmt.Sprintf("rule %s could not be evaluated (%v), so it applies: %s", r.ID, evalErr, r.Reason)
+			m.Reason = fmt.Sprintf("rule %s could not be evaluated (%v), so it applies", r.ID, evalErr)
+			if r.Reason != "" {
+				m.Reason += ": " + r.Reason
+			}
 		}
 		if !r.enforce {
 			d.Shadow = append(d.Shadow, m)
