@@ -41,6 +41,10 @@ func Audit(st AuditStore, redact *Redactor, logger *slog.Logger) Step {
 		return HandlerFunc(func(ctx context.Context, c *Call) *Outcome {
 			original := c.Args
 			c.Redact = redact
+			// While this call is in flight, a caller leading a commit may wait a moment for its
+			// record to share the sync (store.AuditLog.Coming).
+			log.Coming(1)
+			defer log.Coming(-1)
 			out := next.Handle(ctx, c)
 			rec := store.Record{
 				Type:       store.RecordCall,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -361,5 +362,50 @@ func TestRedactorCutsLongValues(t *testing.T) {
 	}
 	if NewRedactor(nil).Redact(json.RawMessage(`{"a":"`+big+`"}`)) == nil || len(NewRedactor(nil).Redact(json.RawMessage(`{"a":"`+big+`"}`))) > 2*config.DefaultAuditMaxValueBytes {
 		t.Error("NewRedactor must cut at the default max_value_bytes")
+	}
+}
+
+// countingLog counts what the audit step tells the log of the calls coming to it.
+type countingLog struct {
+	store.AuditLog
+	coming atomic.Int64
+}
+
+func (l *countingLog) Coming(delta int) {
+	l.coming.Add(int64(delta))
+	l.AuditLog.Coming(delta)
+}
+
+type countingStore struct {
+	*store.Store
+	log *countingLog
+}
+
+func (s countingStore) Audit() store.AuditLog { return s.log }
+
+// The audit step says a call is coming to the log for as long as the call is in flight, and
+// no longer, also when the rest of the chain panics (net/http recovers a handler's panic, and
+// a count left behind would make every later commit's leader wait).
+func TestAuditStepCountsTheCallsComing(t *testing.T) {
+	st := openStore(t)
+	cs := countingStore{Store: st, log: &countingLog{AuditLog: st.Audit()}}
+	var during int64
+	h := Audit(cs, NewRedactor(nil), quiet)(HandlerFunc(func(_ context.Context, c *Call) *Outcome {
+		during = cs.log.coming.Load()
+		if c.Name == "panics" {
+			panic("the chain failed")
+		}
+		return &Outcome{Result: &mcp.CallToolResult{}}
+	}))
+	h.Handle(t.Context(), &Call{ID: "1", Name: "move", Start: time.Now()})
+	if during != 1 || cs.log.coming.Load() != 0 {
+		t.Errorf("coming during the call %d, after it %d; want 1 and 0", during, cs.log.coming.Load())
+	}
+	func() {
+		defer func() { _ = recover() }()
+		h.Handle(t.Context(), &Call{ID: "2", Name: "panics", Start: time.Now()})
+	}()
+	if n := cs.log.coming.Load(); n != 0 {
+		t.Errorf("coming after a call whose chain panicked: %d, want 0", n)
 	}
 }

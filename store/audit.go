@@ -123,6 +123,10 @@ type AuditLog interface {
 	AppendSync(ctx context.Context, r Record) (Record, error)
 	// Flush waits until every record appended before it is committed, bounded like AppendSync.
 	Flush(ctx context.Context) error
+	// Coming tells the log that a call in flight will append its record (+1), or is done
+	// with the log (-1). A caller that leads a commit waits for others to join its batch only
+	// while another call is coming (gatherYield): alone, the wait would only cost it time.
+	Coming(delta int)
 }
 
 var _ AuditLog = (*auditLog)(nil)
@@ -208,6 +212,8 @@ type auditLog struct {
 	// queued is the memory held by records queued and not yet committed; Append refuses
 	// records beyond auditQueueBytes, so a failing disk holds a bounded amount.
 	queued atomic.Int64
+	// coming counts the calls in flight that will append their record (Coming).
+	coming atomic.Int64
 
 	// The leader's: tail, the chain's last record; wal, the write-ahead file (nil when
 	// read-only); pos, where the next frame goes; frames, the buffer they are encoded in.
@@ -349,6 +355,9 @@ func (a *auditLog) waitError(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// Coming implements [AuditLog].
+func (a *auditLog) Coming(delta int) { a.coming.Add(int64(delta)) }
+
 // Flush implements [AuditLog].
 func (a *auditLog) Flush(ctx context.Context) error {
 	if a.s.readOnly {
@@ -402,10 +411,12 @@ func (a *auditLog) enqueueWait(ctx context.Context, it auditItem) (auditResult, 
 	case a.leader == leadNone && a.s.health.fault.Load() == nil:
 		a.leader = leadCaller
 		// Before it takes the batch, the leader lets the goroutines that are ready to run go
-		// first (gatherYield).
-		a.qmu.Unlock()
-		runtime.Gosched()
-		a.qmu.Lock()
+		// first, when another call is coming (gatherYield).
+		if a.coming.Load() > 1 {
+			a.qmu.Unlock()
+			runtime.Gosched()
+			a.qmu.Lock()
+		}
 		batch := a.take()
 		a.qmu.Unlock()
 		a.lead(batch)
@@ -431,14 +442,16 @@ func (a *auditLog) enqueueWait(ctx context.Context, it auditItem) (auditResult, 
 }
 
 // gatherYield: a caller that finds nobody committing leads, and yields once before it takes
-// the queue (runtime.Gosched). Under load, the goroutines ready to run include calls a few
-// microseconds from their own audit record (their upstream answered; the result guards run);
-// they queue behind the leader while it yields and share its sync instead of each waiting for a
-// sync of its own. When nothing else is ready to run, as with one call at a time, the yield
-// returns at once. Measured (BenchmarkHotPathParallel, 8 callers, state on disk, three rounds
-// alternated): records per sync 1.98 → 2.19, process CPU per call −7.6%, calls/s +8%; one call
-// at a time (BenchmarkHotPath) the same within the noise. The records' order on the chain is
-// still the order they were queued in.
+// the queue (runtime.Gosched) when another call is coming (Coming). Under load, the goroutines
+// ready to run include calls a few microseconds from their own audit record (their upstream
+// answered; the result guards run); they queue behind the leader while it yields and share its
+// sync instead of each waiting for a sync of its own. Measured (BenchmarkHotPathParallel, 8
+// callers, state on disk, three rounds alternated): records per sync 1.98 → 2.19, process CPU
+// per call −7.6%, calls/s +8%. With no other call coming the leader does not yield: the yield
+// then gathers nothing and is not free, since the runtime wakes an idle processor's thread for
+// the yielded goroutine, which may then go on on that other thread; it cost a call alone about
+// 8 µs (BenchmarkChain, p50 36 → 45 µs, before it was made conditional). The records' order on
+// the chain is still the order they were queued in.
 
 // take removes the next batch from the front of the queue. Called with qmu held.
 func (a *auditLog) take() []auditItem {

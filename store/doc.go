@@ -42,8 +42,9 @@
 // frames cover (the file's earlier bytes in the first block kept from the last write), which
 // returns when they are on the disk; where the filesystem does not take direct writes, with a
 // write into the page cache and fdatasync. A caller of AppendSync or Flush that finds
-// nobody committing leads, in its own goroutine: it yields once (runtime.Gosched), so that calls
-// ready to run and about to append join its batch, then commits the queue, its own record with
+// nobody committing leads, in its own goroutine: while other calls are in flight
+// ([AuditLog.Coming]) it yields once (runtime.Gosched), so that calls ready to run and about to
+// append join its batch, then commits the queue, its own record with
 // it, and hands the queue to the writer goroutine if more was queued meanwhile; callers that find
 // a commit under way wait for the leader to release them, so concurrent callers share syncs.
 // The writer goroutine commits the records nobody waits on ([AuditLog.Append] returns at once;
