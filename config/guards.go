@@ -45,6 +45,10 @@ type GuardWhen struct {
 	Servers []string `yaml:"servers" json:"servers,omitempty" jsonschema:"description=Server name globs."`
 	Tools   []string `yaml:"tools" json:"tools,omitempty" jsonschema:"description=Public tool name globs."`
 	When    string   `yaml:"when" json:"when,omitempty" jsonschema:"description=CEL expression over server and tool; the guard applies when it is true."`
+	// WhenLine and WhenColumn locate the first character of When's text in File (as a
+	// policy rule's when), so that its problems are reported where they are written.
+	WhenLine   int `yaml:"-" json:"-"`
+	WhenColumn int `yaml:"-" json:"-"`
 }
 
 // Stages lists the stages with their guards, in the order the keys are written above.
@@ -63,6 +67,11 @@ func (d *decoder) checkGuardrails(cfg *Config) {
 			list[i].File = cfg.Path
 			if src := d.src[&list[i]]; src != nil {
 				list[i].Line = src.line
+			}
+			if src := d.src[&list[i].Where]; src != nil {
+				if e, ok := src.keys["when"]; ok && e.value != nil {
+					list[i].Where.WhenLine, list[i].Where.WhenColumn = d.textStart(d.resolve(e.value))
+				}
 			}
 		}
 	}

@@ -167,9 +167,9 @@ guardrails:
 	}
 }
 
-// A guard's where.when sees only the server's and the tool's names. One that reads more
-// (principal, args, labels) would see them empty and could never apply its guard, so the
-// gateway refuses it where it is written, in check and at start, and starts nothing.
+// A guard's where.when sees only the server's and the tool's names (and the clock). One that
+// reads more (principal, args, labels) would see them empty and could never apply its guard, so
+// the gateway refuses it where it is written, in check and at start, and starts nothing.
 func TestWhereWhenReadingMoreThanTheToolIsRefused(t *testing.T) {
 	cfg, _ := writeConfig(t, `
 gateway: {listen: "{{listen}}"}
@@ -182,17 +182,16 @@ guardrails:
     - id: planners-no-secrets
       use: secrets.scan
       where:
-        when: '"planner" in principal.roles && server == "robot"'
+        when: |
+          server == "robot" &&
+            "planner" in principal.roles
 `)
-	// Both name the guard's entry (line 9) and say what the expression may read.
-	const why = "principal is not known here: this expression can read only server, tool, upstream_tool"
-	for cmd, at := range map[string]string{
-		"check": cfg + ":9: guard planners-no-secrets: where.when: ",
-		"serve": "guard planners-no-secrets: where.when: " + cfg + ":9:",
-	} {
+	// principal is on line 14, column 26 of the file.
+	const why = "guard planners-no-secrets: where.when: principal is not known here: this expression can read only server, tool, upstream_tool, now"
+	for cmd, at := range map[string]string{"check": cfg + ":14: ", "serve": cfg + ":14:26: "} {
 		out, errOut, code := cli(t, cmd, "-c", cfg)
-		if code == 0 || !strings.Contains(out+errOut, at) || !strings.Contains(out+errOut, why) {
-			t.Errorf("%s: exit %d, want a failure at %q saying %q, got:\n%s%s", cmd, code, at, why, out, errOut)
+		if code == 0 || !strings.Contains(out+errOut, at+why) {
+			t.Errorf("%s: exit %d, want a failure with %q, got:\n%s%s", cmd, code, at+why, out, errOut)
 		}
 	}
 	if pids := processesWith(marker(t)); len(pids) != 0 {

@@ -63,11 +63,22 @@ func buildGuards(cfg *config.Config) (*GuardSets, guardReport) {
 				Servers: g.Where.Servers, Tools: g.Where.Tools, Parallel: g.Parallel, FailMode: g.FailMode,
 				Timeout: time.Duration(g.Timeout), Enabled: g.Enabled, Settings: g.Settings, File: g.File, Line: g.Line,
 			}
+			if (stage == guards.StageInput || stage == guards.StageOutput) && hasWhere(g.Where) {
+				// The agent's task and its answers belong to no server or tool: a where there
+				// could only ever leave the guard out.
+				p := config.GuardrailProblem{Stage: string(stage), Index: i, Key: "where", Line: g.Line,
+					Msg: guards.Problem{Guard: g.ID, Msg: "where does not apply to " + string(stage) +
+						" guards: the agent's task and its answers come from no server or tool, so the guard would never run; remove where"}.Error()}
+				r.problems = append(r.problems, p)
+				r.text = append(r.text, config.Error{File: g.File, Line: g.Line, Msg: p.Msg}.Error())
+				continue
+			}
 			if g.Where.When != "" {
-				when, err := compileWhen(g)
+				when, err := compileWhen(g, cfg.Gateway.ToolNames == config.ToolNamesBare)
 				if err != nil {
-					r.text = append(r.text, err.Error())
-					r.problems = append(r.problems, whenProblems(stage, i, g, err)...)
+					problems, text := whenProblems(stage, i, g, err)
+					r.text = append(r.text, text...)
+					r.problems = append(r.problems, problems...)
 					continue
 				}
 				spec.When = when
@@ -114,26 +125,35 @@ func buildGuards(cfg *config.Config) (*GuardSets, guardReport) {
 	return &sets, r
 }
 
+func hasWhere(w config.GuardWhen) bool {
+	return len(w.Servers) > 0 || len(w.Tools) > 0 || w.When != ""
+}
+
 // whenProblems are the problems of a guard's where.when that compileWhen returned as err, one
-// for each of the expression's problems, at its line.
-func whenProblems(stage guards.Stage, i int, g config.Guard, err error) []config.GuardrailProblem {
-	at := func(line int, msg string) config.GuardrailProblem {
-		return config.GuardrailProblem{Stage: string(stage), Index: i, Key: "where.when", Line: line,
+// for each of the expression's problems, at its line (and the text BuildGuards prints of each,
+// at its line and column).
+func whenProblems(stage guards.Stage, i int, g config.Guard, err error) ([]config.GuardrailProblem, []string) {
+	var out []config.GuardrailProblem
+	var text []string
+	at := func(line, col int, msg string) {
+		p := config.GuardrailProblem{Stage: string(stage), Index: i, Key: "where.when", Line: line,
 			Msg: guards.Problem{Guard: g.ID, Msg: "where.when: " + msg}.Error()}
+		out = append(out, p)
+		text = append(text, config.Error{File: g.File, Line: line, Column: col, Msg: p.Msg}.Error())
 	}
 	var ps *policies.Problems
 	if !errors.As(err, &ps) {
-		return []config.GuardrailProblem{at(g.Line, strings.TrimPrefix(err.Error(), "guard "+g.ID+": where.when: "))}
+		at(g.Line, 0, err.Error())
+		return out, text
 	}
-	out := make([]config.GuardrailProblem, 0, len(ps.List))
 	for _, p := range ps.List {
-		line := p.Line
-		if line == 0 {
-			line = g.Line
+		if p.Line == 0 {
+			at(g.Line, 0, p.Msg)
+			continue
 		}
-		out = append(out, at(line, p.Msg))
+		at(p.Line, p.Column, p.Msg)
 	}
-	return out
+	return out, text
 }
 
 // judgeProblems is what of the llm section the llm.judge guards of the input and output stages
@@ -192,29 +212,37 @@ func judgeModel(g config.Guard) (string, int) {
 // whenVariables are what a guard's where.when can read: a guard is placed on a server and tool
 // (at discovery, for tool_definition guards, nothing else of a call exists), so an expression
 // reading principal, args or labels is refused at load instead of seeing them empty and never
-// applying the guard.
-var whenVariables = []string{"server", "tool", "upstream_tool"}
+// applying the guard. now is the clock, as for the rules.
+var whenVariables = []string{"server", "tool", "upstream_tool", "now"}
 
 // compileWhen compiles a guard's `where.when` with the policy engine: one allow rule under a
 // deny default, so the guard applies when the expression is true. An expression that cannot be
 // evaluated applies the guard too: skipping it would let content through (fail closed).
-func compileWhen(g config.Guard) (func(ctx context.Context, server, tool string) bool, error) {
-	engine, err := policies.Compile([]policies.Rule{{ID: "guard " + g.ID + " where.when", Effect: policies.Allow, When: g.Where.When, File: g.File, Line: g.Line}},
-		policies.Options{Default: policies.Deny, Variables: whenVariables})
+// bare says the gateway lists tools by their upstream names (gateway.tool_names: bare), so that
+// upstream_tool is the tool's name itself.
+func compileWhen(g config.Guard, bare bool) (func(ctx context.Context, server, tool string) bool, error) {
+	rule := policies.Rule{ID: "guard " + g.ID + " where.when", Effect: policies.Allow, When: g.Where.When,
+		File: g.File, Line: g.Where.WhenLine, Column: g.Where.WhenColumn}
+	if rule.Line == 0 {
+		rule.Line = g.Line // a config built in code: the entry's line, if any
+	}
+	engine, err := policies.Compile([]policies.Rule{rule}, policies.Options{Default: policies.Deny, Variables: whenVariables})
 	if err != nil {
-		return nil, fmt.Errorf("guard %s: where.when: %w", g.ID, err)
+		return nil, err
 	}
 	return func(ctx context.Context, server, tool string) bool {
-		d := engine.Evaluate(ctx, &policies.Input{Server: server, Tool: tool, UpstreamTool: upstreamPart(tool)})
+		d := engine.Evaluate(ctx, &policies.Input{Server: server, Tool: tool, UpstreamTool: upstreamName(server, tool, bare)})
 		return d.Effect == policies.Allow || len(d.Errors) > 0
 	}, nil
 }
 
-func upstreamPart(public string) string {
-	if _, after, ok := strings.Cut(public, config.PrefixSeparator); ok {
-		return after
+// upstreamName is the upstream's own name of the tool that server lists as public: the public
+// name without its server's prefix (an upstream name may hold the separator itself).
+func upstreamName(server, public string, bare bool) string {
+	if bare {
+		return public
 	}
-	return public
+	return strings.TrimPrefix(public, server+config.PrefixSeparator)
 }
 
 // screenDefinitions runs the tool_definition guards over every string of every listed tool

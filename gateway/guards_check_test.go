@@ -48,8 +48,8 @@ guardrails:
 		msgPrefix string
 	}
 	want := []about{
-		{"tool_call", 0, "where.when", "", 5, "guard a: where.when: Syntax error: token recognition error"},
-		{"tool_call", 0, "where.when", "", 5, "guard a: where.when: Syntax error: mismatched input"},
+		{"tool_call", 0, "where.when", "", 8, "guard a: where.when: Syntax error: token recognition error"},
+		{"tool_call", 0, "where.when", "", 8, "guard a: where.when: Syntax error: mismatched input"},
 		{"tool_call", 1, "action", "", 9, `guard b: unknown action "nope"`},
 		{"tool_call", 1, "where.tools", "", 9, `guard b: bad tools glob "[x"`},
 		{"tool_call", 1, "", "", 12, "guard b: regex.deny: patterns[0] does not compile"},
@@ -65,20 +65,81 @@ guardrails:
 			t.Errorf("problem %d: %+v\nwant %+v", i, g, w)
 		}
 	}
-	// What BuildGuards prints is each problem at its file and line, as before (a where.when's
-	// problems as the policy engine words them).
+	// What BuildGuards prints is each problem at its file and line, as before.
 	text := buildErr.Error()
 	for _, p := range got[2:] {
 		if line := (config.Error{File: "cell.yaml", Line: p.Line, Msg: p.Msg}).Error(); !strings.Contains(text, line) {
 			t.Errorf("BuildGuards lacks %q:\n%s", line, text)
 		}
 	}
-	if !strings.HasPrefix(text, "guard a: where.when: cell.yaml:5:") {
+	// A where.when's problems are printed at their line and column in the file, as a policy
+	// rule's are.
+	if !strings.HasPrefix(text, "cell.yaml:8:29: guard a: where.when: Syntax error: token recognition error") ||
+		!strings.Contains(text, "\ncell.yaml:8:30: guard a: where.when: Syntax error: mismatched input") {
 		t.Errorf("BuildGuards' where.when problem changed:\n%s", text)
 	}
 
 	cfg.Guardrails.ToolCall, cfg.Guardrails.Output = cfg.Guardrails.ToolCall[:0], nil
 	if got := CheckGuards(cfg); !reflect.DeepEqual(got, []config.GuardrailProblem(nil)) {
 		t.Errorf("no guards: %+v", got)
+	}
+}
+
+// A guard's where.when sees upstream_tool as the upstream's own name under either naming (an
+// upstream name may hold the separator itself) and now as the clock; a where on an input or
+// output guard, whose texts belong to no server or tool, is refused instead of leaving the
+// guard out of every check.
+func TestWhereWhenSeesTheToolAsTheRulesDo(t *testing.T) {
+	const key = "AKIAIOSFODNN7EXAMPLE"
+	for _, tt := range []struct {
+		naming, public string
+	}{
+		{"bare", "get__status"},
+		{"prefixed", "robot__get__status"},
+	} {
+		src := `gateway: {tool_names: ` + tt.naming + `}
+servers:
+  - {name: robot, command: robot}
+guardrails:
+  tool_result:
+    - id: secrets
+      use: secrets.scan
+      where: {when: 'upstream_tool == "get__status" && now > timestamp("2000-01-01T00:00:00Z")'}
+`
+		cfg, err := config.Parse("cell.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sets, err := BuildGuards(cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.naming, err)
+		}
+		res, _ := sets.ToolResult.CheckText(t.Context(), "robot", tt.public, "the key is "+key)
+		if len(res.Findings) == 0 {
+			t.Errorf("%s naming: the guard did not run on %s", tt.naming, tt.public)
+		}
+	}
+
+	for _, stage := range []string{"input", "output"} {
+		src := `servers:
+  - {name: robot, command: robot}
+guardrails:
+  ` + stage + `:
+    - id: secrets
+      use: secrets.scan
+      where: {servers: [robot]}
+`
+		cfg, err := config.Parse("cell.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = BuildGuards(cfg)
+		want := "cell.yaml:5: guard secrets: where does not apply to " + stage + " guards"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s guard with a where: %v, want %q", stage, err, want)
+		}
+		if got := CheckGuards(cfg); len(got) != 1 || got[0].Key != "where" || got[0].Line != 5 {
+			t.Errorf("%s guard with a where: CheckGuards %+v", stage, got)
+		}
 	}
 }

@@ -368,12 +368,18 @@ func TestRedactorCutsLongValues(t *testing.T) {
 // countingLog counts what the audit step tells the log of the calls coming to it.
 type countingLog struct {
 	store.AuditLog
-	coming atomic.Int64
+	coming   atomic.Int64
+	atCommit int64 // coming when the call's record was appended
 }
 
 func (l *countingLog) Coming(delta int) {
 	l.coming.Add(int64(delta))
 	l.AuditLog.Coming(delta)
+}
+
+func (l *countingLog) AppendSync(ctx context.Context, r store.Record) (store.Record, error) {
+	l.atCommit = l.coming.Load()
+	return l.AuditLog.AppendSync(ctx, r)
 }
 
 type countingStore struct {
@@ -383,8 +389,8 @@ type countingStore struct {
 
 func (s countingStore) Audit() store.AuditLog { return s.log }
 
-// The audit step says a call is coming to the log for as long as the call is in flight, and
-// no longer, also when the rest of the chain panics (net/http recovers a handler's panic, and
+// The audit step says a call is coming to the log for as long as the call is in flight, its
+// record's commit included, and no longer, also when the rest of the chain panics (net/http recovers a handler's panic, and
 // a count left behind would make every later commit's leader wait).
 func TestAuditStepCountsTheCallsComing(t *testing.T) {
 	st := openStore(t)
@@ -398,8 +404,9 @@ func TestAuditStepCountsTheCallsComing(t *testing.T) {
 		return &Outcome{Result: &mcp.CallToolResult{}}
 	}))
 	h.Handle(t.Context(), &Call{ID: "1", Name: "move", Start: time.Now()})
-	if during != 1 || cs.log.coming.Load() != 0 {
-		t.Errorf("coming during the call %d, after it %d; want 1 and 0", during, cs.log.coming.Load())
+	// Counted still while its own record is committed: a leader counts itself.
+	if during != 1 || cs.log.atCommit != 1 || cs.log.coming.Load() != 0 {
+		t.Errorf("coming during the call %d, at its record %d, after it %d; want 1, 1 and 0", during, cs.log.atCommit, cs.log.coming.Load())
 	}
 	func() {
 		defer func() { _ = recover() }()

@@ -107,8 +107,8 @@ func ignoreOnStop(ctx context.Context, c *Call, d policies.Decision, m *PolicyMe
 	if c.Detail == nil {
 		c.Detail = map[string]any{}
 	}
-	c.Detail["policy_ignored"] = fmt.Sprintf("%s is the stop tool of server %s; policy rule %s (%s: %s) is not applied to it",
-		c.Name, c.Tool.Server, rule, d.Effect, d.Reason)
+	c.Detail["policy_ignored"] = fmt.Sprintf("%s is the stop tool of server %s; policy rule %s (%s) is not applied to it",
+		c.Name, c.Tool.Server, rule, withReason(d.Effect, d.Reason))
 	if m != nil {
 		m.ignored.WithLabelValues(rule, d.Effect).Inc()
 	}
@@ -147,7 +147,7 @@ func record(ctx context.Context, c *Call, d policies.Decision, m *PolicyMetrics,
 // (reason is optional in a rule).
 func withReason(msg, reason string) string {
 	if reason == "" {
-		return msg + " (the rule gives no reason)"
+		return msg + ", the rule gives no reason"
 	}
 	return msg + ": " + reason
 }

@@ -112,7 +112,7 @@ func TestRefusalOfARuleWithoutAReason(t *testing.T) {
 	}
 	h := Chain(Dispatch(), Resolve(tools), Policy(engine, input, nil, nil, quiet), CheckResult())
 	for _, tt := range []struct{ tool, args, want string }{
-		{"arm__reach", `{"speed":0.5}`, "policy rule no-reach denied the call to arm__reach (the rule gives no reason)"},
+		{"arm__reach", `{"speed":0.5}`, "policy rule no-reach denied the call to arm__reach, the rule gives no reason"},
 		{"arm__move", `{}`, "policy rule no-fast denied the call to arm__move: rule no-fast could not be evaluated (no such key: speed), so it applies"},
 	} {
 		out := h.Handle(context.Background(), &Call{ID: tt.tool, Name: tt.tool, Args: json.RawMessage(tt.args), Start: time.Now()})

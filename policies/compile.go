@@ -170,6 +170,7 @@ func (c *compiler) explain(msg string) string {
 		return msg
 	}
 	name, _, _ = strings.Cut(name, "'")
+	name = strings.TrimPrefix(name, ".") // .principal: the name in the root scope
 	if !slices.Contains(variableNames, name) || slices.Contains(c.opts.Variables, name) {
 		return msg
 	}

@@ -212,6 +212,11 @@ func TestVariablesBoundWhatARuleReads(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	// A name in the root scope is the same variable.
+	if _, err := Compile([]Rule{{ID: "g", Effect: Allow, When: `.principal.id == "x"`}}, Options{Variables: only}); err == nil ||
+		!strings.Contains(err.Error(), "principal is not known here") {
+		t.Errorf(".principal: %v", err)
+	}
 	// Without Variables every variable of §8 may be read.
 	if _, err := Compile([]Rule{{ID: "g", Effect: Allow, When: when}}, Options{}); err != nil {
 		t.Errorf("without Variables: %v", err)

@@ -189,6 +189,9 @@ func describe(d Decision) string {
 	if d.Default {
 		return fmt.Sprintf("%s by default (%s)", d.Effect, d.Reason)
 	}
+	if d.Reason == "" {
+		return fmt.Sprintf("%s by rule %s (which gives no reason)", d.Effect, d.RuleID)
+	}
 	return fmt.Sprintf("%s by rule %s (%s)", d.Effect, d.RuleID, d.Reason)
 }
 
