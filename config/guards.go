@@ -44,7 +44,7 @@ type Guard struct {
 type GuardWhen struct {
 	Servers []string `yaml:"servers" json:"servers,omitempty" jsonschema:"description=Server name globs."`
 	Tools   []string `yaml:"tools" json:"tools,omitempty" jsonschema:"description=Public tool name globs."`
-	When    string   `yaml:"when" json:"when,omitempty" jsonschema:"description=CEL expression over server and tool; the guard applies when it is true."`
+	When    string   `yaml:"when" json:"when,omitempty" jsonschema:"description=CEL expression over server\\, tool\\, upstream_tool and now; the guard applies when it is true."`
 	// WhenLine and WhenColumn locate the first character of When's text in File (as a
 	// policy rule's when), so that its problems are reported where they are written.
 	WhenLine   int `yaml:"-" json:"-"`

@@ -24,7 +24,8 @@ type GuardSets struct {
 }
 
 // BuildGuards compiles the guardrails of cfg, every stage, reporting every problem with file
-// and line. A `where.when` expression is compiled as CEL over `server` and `tool`.
+// and line. A `where.when` expression is compiled as CEL over `server`, `tool`, `upstream_tool`
+// and `now` (whenVariables).
 func BuildGuards(cfg *config.Config) (*GuardSets, error) {
 	sets, r := buildGuards(cfg)
 	if len(r.text) > 0 {
@@ -217,8 +218,8 @@ var whenVariables = []string{"server", "tool", "upstream_tool", "now"}
 
 // compileWhen compiles a guard's `where.when` with the policy engine: one allow rule under a
 // deny default, so the guard applies when the expression is true. An expression that cannot be
-// evaluated applies the guard too: skipping it would let content through (fail closed).
-// bare says the gateway lists tools by their upstream names (gateway.tool_names: bare), so that
+// evaluated applies the guard too: skipping it would let content through (fail closed). bare
+// says the gateway lists tools by their upstream names (gateway.tool_names: bare), so that
 // upstream_tool is the tool's name itself.
 func compileWhen(g config.Guard, bare bool) (func(ctx context.Context, server, tool string) bool, error) {
 	rule := policies.Rule{ID: "guard " + g.ID + " where.when", Effect: policies.Allow, When: g.Where.When,

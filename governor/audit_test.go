@@ -390,8 +390,8 @@ type countingStore struct {
 func (s countingStore) Audit() store.AuditLog { return s.log }
 
 // The audit step says a call is coming to the log for as long as the call is in flight, its
-// record's commit included, and no longer, also when the rest of the chain panics (net/http recovers a handler's panic, and
-// a count left behind would make every later commit's leader wait).
+// record's commit included, and no longer, also when the rest of the chain panics (net/http
+// recovers a handler's panic, and a count left behind would make every later leader yield).
 func TestAuditStepCountsTheCallsComing(t *testing.T) {
 	st := openStore(t)
 	cs := countingStore{Store: st, log: &countingLog{AuditLog: st.Audit()}}
